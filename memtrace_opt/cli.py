@@ -1,0 +1,60 @@
+"""The ``memtrace-opt`` command line.
+
+Each subcommand lives in its own module under :mod:`memtrace_opt.commands` and registers
+itself on the shared Typer app; heavy imports (torch, mem0, llama.cpp) happen inside the
+command bodies so ``--help`` stays instant. User errors surface as one line and an exit code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from memtrace_opt.errors import MemtraceError
+
+COMMAND_MODULES: tuple[str, ...] = (
+    "memtrace_opt.commands.data",
+)
+
+app = typer.Typer(
+    name="memtrace-opt",
+    help="Trace, attribute and fix the failures of LLM memory systems.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+for _module in COMMAND_MODULES:
+    importlib.import_module(_module).register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app, turning user errors into one line on stderr and a non-zero exit."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except MemtraceError as err:
+        print(f"memtrace-opt: {err.one_line()}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("memtrace-opt: interrupted; finished work is checkpointed, rerun with --resume", file=sys.stderr)
+        return 130
+    except typer.Exit as ex:
+        return ex.exit_code
+    except SystemExit as ex:  # click's own usage errors
+        return int(ex.code or 0)
+    except Exception as ex:  # click.ClickException and friends
+        import click
+
+        if isinstance(ex, click.exceptions.ClickException):
+            ex.show()
+            return ex.exit_code
+        if isinstance(ex, click.exceptions.Abort):
+            return 130
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""Domain errors.
+
+Every error the user can cause (a bad config, a malformed dataset, a corrupt graph file) is a
+:class:`MemtraceError`: the CLI prints its one-line message and exits with ``exit_code``
+instead of a traceback. The message always names *where* (file, field, item or record) and
+*what* was expected.
+"""
+
+from __future__ import annotations
+
+
+class MemtraceError(Exception):
+    """Base class of errors caused by user input; printed as one line by the CLI."""
+
+    exit_code: int = 1
+
+    def one_line(self) -> str:
+        """The message as a single line (newlines folded), for the CLI."""
+        return " ".join(str(self).split())
+
+
+class ConfigError(MemtraceError):
+    """A config file is missing, unparsable, or fails validation."""
+
+    exit_code = 2
+
+    def __init__(self, path: str, field: str | None, message: str) -> None:
+        where = f"{path}: {field}" if field else path
+        super().__init__(f"config error in {where}: {message}")
+        self.path, self.field = path, field
+
+
+class DatasetError(MemtraceError):
+    """A dataset file is missing or one of its items is malformed."""
+
+    exit_code = 2
+
+    def __init__(self, path: str, item: str | None, message: str) -> None:
+        where = f"{path}: {item}" if item else path
+        super().__init__(f"dataset error in {where}: {message}")
+        self.path, self.item = path, item
+
+
+class GraphError(MemtraceError):
+    """A graph violates the bipartite/acyclic/versioning invariants, or a file holding one is corrupt."""
+
+    exit_code = 2
+
+
+class LMError(MemtraceError):
+    """A language model could not be built or called (missing key, bad model name, corrupt weights)."""
+
+    exit_code = 3

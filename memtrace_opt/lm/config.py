@@ -1,0 +1,29 @@
+"""How a model is chosen: the ``models.<role>`` section of a run config."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ModelConfig(BaseModel):
+    """One model role (task, judge or reflection).
+
+    ``provider: embedded`` runs a GGUF model shipped by a PyPI package in-process (``model`` is a
+    tier name: ``qwen-1.5b`` or ``qwen-0.5b``). ``provider: litellm`` sends ``model`` as a
+    DSPy/LiteLLM model string (``openai/gpt-4o-mini``, ``ollama_chat/qwen2.5``,
+    ``hosted_vllm/...``, ``openai/<name>`` with ``api_base`` for a llama.cpp server). Keys are
+    only ever read from the environment variable named in ``api_key_env``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: Literal["embedded", "litellm"] = "embedded"
+    model: str = "qwen-1.5b"
+    api_base: str | None = None
+    api_key_env: str | None = None
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(512, ge=1, le=32768)
+    n_ctx: int = Field(8192, ge=512)
+    threads: int | None = Field(None, ge=1)

@@ -1,0 +1,105 @@
+"""Registered operations: what makes a recorded graph executable.
+
+A memory system declares each step once with :func:`operation`; the tracer runs it through the
+registry and records it, so the same implementation can be re-run later from the recorded inputs
+(replay, counterfactual checks, optimizer rollouts). An implementation is a plain function
+``fn(ctx, inputs, params) -> {output role: value}``: inputs arrive as values by role, the prompt
+text and the LM come from ``ctx``. Keeping it a pure function of those is what makes reuse safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from memtrace_opt.errors import GraphError
+from memtrace_opt.lm.base import LMClient, LMResult
+
+
+class OpFailure(Exception):
+    """Raised by an op implementation that could not do its job on this input.
+
+    The failure is data, not a crash: the tracer records the op as ``failed`` with ``raw`` (what the
+    LM actually said) and continues with ``fallback`` as the op's outputs.
+    """
+
+    def __init__(self, message: str, *, fallback: Mapping[str, Any], raw: str | None = None) -> None:
+        super().__init__(message)
+        self.fallback = dict(fallback)
+        self.raw = raw
+
+
+@dataclass
+class OpContext:
+    """What an implementation may use besides its inputs: the LM, its prompt text and system resources."""
+
+    op_id: str
+    lms: Mapping[str, LMClient]
+    prompt: str | None
+    resources: Any = None
+    session: str | None = None
+    lm_results: list[LMResult] = field(default_factory=list)
+
+    def chat(self, messages: list[dict[str, str]], *, role: str = "task", **kw: Any) -> LMResult:
+        """Call the run's LM for ``role`` (task, judge, ...) and keep the call's accounting on this op."""
+        lm = self.lms.get(role)
+        if lm is None:
+            raise GraphError(f"operation {self.op_id!r} needs an LM for role {role!r} but the tracer has none")
+        result = lm.chat(messages, **kw)
+        self.lm_results.append(result)
+        return result
+
+
+OpFn = Callable[[OpContext, dict[str, Any], dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """A registered operation: name, category, default prompt component, and implementation.
+
+    ``memoize`` says the op is a pure function of (prompt text, params, input values), so replay may
+    reuse a recorded output instead of calling it again; ops with side effects on external state
+    (a vector store insert) set it to False and always re-run, which is cheap.
+    """
+
+    name: str
+    category: str
+    fn: OpFn
+    prompt: str | None = None
+    memoize: bool = True
+
+
+REGISTRY: dict[str, OpSpec] = {}
+
+
+def operation(name: str, *, category: str, prompt: str | None = None, memoize: bool = True) -> Callable[[OpFn], OpFn]:
+    """Register ``fn`` as the implementation of operation ``name``.
+
+    >>> @operation("doc.upper", category="intermediate")
+    ... def upper(ctx, inputs, params):
+    ...     return {"text": inputs["text"].upper()}
+    >>> REGISTRY["doc.upper"].category
+    'intermediate'
+    """
+
+    def register(fn: OpFn) -> OpFn:
+        existing = REGISTRY.get(name)
+        if existing is not None and existing.fn.__qualname__ != fn.__qualname__:
+            raise GraphError(f"operation {name!r} registered twice ({existing.fn.__qualname__}, {fn.__qualname__})")
+        REGISTRY[name] = OpSpec(name=name, category=category, fn=fn, prompt=prompt, memoize=memoize)
+        return fn
+
+    return register
+
+
+def get_spec(name: str) -> OpSpec:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise GraphError(f"no operation registered as {name!r}; import the system that defines it") from None
+
+
+def prompt_sha(text: str) -> str:
+    """A short, stable hash of a prompt text (12 hex digits)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]

@@ -1,0 +1,99 @@
+"""The one interface every memory system implements, and the steps they all share.
+
+A system is mostly its registered operations (see :mod:`memtrace_opt.graph.ops`): ``ingest``
+turns each conversation session into memory through traced ops, ``answer`` retrieves a context
+and hands it to the shared question-answering op. Tracing, sessions, message and question
+variables are handled here once, so a concrete system only declares its ops and its prompts.
+
+Variable naming (per conversation graph): ``message:<turn id>`` (``message:D1:3``),
+``question:<qa id>``, ``gold:<qa id>``, ``retrieved:<qa id>``, ``answer:<qa id>``,
+``judgement:<qa id>``. Memory units are ``mem:<unit id>`` with versions.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Mapping
+
+from pydantic import BaseModel, ConfigDict
+
+from memtrace_opt.graph import New, Tracer, Variable
+from memtrace_opt.graph.model import ANSWER, MESSAGE, QUERY
+
+QA_PROMPT = "question_answering"
+
+
+class SystemSettings(BaseModel):
+    """Base of each system's settings (the config's ``system.settings``); unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    top_k: int = 10
+
+
+def message_value(turn: Any, session: Any) -> dict[str, Any]:
+    """What a message variable holds: who said what, when, and its turn id (for evidence lineage)."""
+    return {"turn_id": turn.id, "speaker": turn.speaker, "text": turn.text, "date": session.date_time}
+
+
+def format_message(msg: Mapping[str, Any]) -> str:
+    return f"{msg['speaker']}: {msg['text']}"
+
+
+class MemorySystem(ABC):
+    """A traced memory system. Subclasses set ``name``, ``default_prompts``, ``settings_model`` and
+    implement :meth:`ingest_session` and :meth:`retrieve`."""
+
+    name: ClassVar[str]
+    default_prompts: ClassVar[Mapping[str, str]]
+    settings_model: ClassVar[type[SystemSettings]] = SystemSettings
+
+    def __init__(self, tracer: Tracer, settings: Mapping[str, Any] | SystemSettings | None = None) -> None:
+        self.tracer = tracer
+        if isinstance(settings, SystemSettings):
+            self.settings = settings
+        else:
+            self.settings = self.settings_model(**dict(settings or {}))
+
+    @classmethod
+    def prompts(cls) -> dict[str, str]:
+        """The system's default prompt components ``{name: text}``, including the shared QA prompt."""
+        from memtrace_opt.systems.qa import DEFAULT_QA_PROMPT
+
+        return {**cls.default_prompts, QA_PROMPT: DEFAULT_QA_PROMPT}
+
+    # -- ingestion ------------------------------------------------------------------------------
+    def ingest(self, conversation: Any) -> None:
+        """Ingest every session of ``conversation`` in order, one traced session each."""
+        for session in conversation.sessions:
+            with self.tracer.session(f"ingest:s{session.index}", kind="ingest", date=session.date_time):
+                messages = [
+                    self.tracer.variable(f"message:{turn.id}", message_value(turn, session), category=MESSAGE)
+                    for turn in session.turns
+                ]
+                self.ingest_session(session, messages)
+        self.finish_ingest()
+
+    @abstractmethod
+    def ingest_session(self, session: Any, messages: list[Variable]) -> None:
+        """Turn one session's message variables into memory through traced ops."""
+
+    def finish_ingest(self) -> None:
+        """Flush buffers after the last session (systems that buffer messages override this)."""
+
+    # -- answering ------------------------------------------------------------------------------
+    def answer(self, qa: Any) -> Variable:
+        """Answer one question in its own traced session; returns the answer variable."""
+        with self.tracer.session(f"answer:{qa.id}", kind="answer", qa_id=qa.id):
+            question = self.tracer.variable(f"question:{qa.id}", qa.question, category=QUERY)
+            context = self.retrieve(qa, question)
+            return self.tracer.call(
+                "qa.answer",
+                inputs={"question": question, "context": context},
+                params={"question_date": getattr(qa, "question_date", None)},
+                outputs={"answer": New(f"answer:{qa.id}", ANSWER)},
+            )["answer"]
+
+    @abstractmethod
+    def retrieve(self, qa: Any, question: Variable) -> Variable:
+        """Produce the ``retrieved:<qa id>`` variable: a list of ``{"text", "date", ...}`` memory records."""

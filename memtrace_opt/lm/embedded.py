@@ -1,0 +1,166 @@
+"""The embedded model: llama.cpp in-process through xllamacpp, behind ``LMClient``.
+
+Why in-process: no server to start, no port to configure, nothing to download at run time. Why a
+process-wide singleton per (tier, n_ctx): loading costs seconds and ~2 GB, and every role that
+asks for the same model must share one copy. Why one slot and a call lock: on a small CPU one
+request at a time is as fast as batching, and a single slot keeps the previous prompt in its KV
+cache, so the long shared prefix of DSPy/mem0 prompts is not re-processed on every call.
+
+xllamacpp also opens an HTTP listener on 127.0.0.1 (random port). It is protected with a random
+API key generated here and never stored on the Python object, so other local users cannot drive
+the model through it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from memtrace_opt.errors import LMError
+from memtrace_opt.lm.base import LMResult
+from memtrace_opt.lm.embedded_model import ensure_model, tier_of
+
+__all__ = ["EmbeddedLlama", "get_embedded"]
+
+# Host-RAM cache of evicted prompt states (llama.cpp's default is 8 GiB). A few hundred MiB lets
+# two alternating prompts (extract / update) both keep their prefixes without crowding the machine.
+_PROMPT_CACHE_MIB = 512
+
+_registry: dict[tuple[str, int], EmbeddedLlama] = {}
+_registry_lock = threading.Lock()
+
+
+def _load_server(model_path: Path, *, n_ctx: int, threads: int) -> Any:
+    """Start an xllamacpp server for one model; the API key is not kept anywhere in Python."""
+    try:
+        import xllamacpp
+    except ImportError as exc:  # pragma: no cover - xllamacpp is a core dependency
+        raise LMError("the embedded model needs xllamacpp: pip install xllamacpp") from exc
+    params = xllamacpp.CommonParams()
+    params.model.path = str(model_path)
+    params.n_ctx = n_ctx
+    params.n_parallel = 1
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
+    params.api_keys = [secrets.token_urlsafe(32)]
+    params.ctx_shift = False  # overflow must fail loudly, not silently drop the prompt's start
+    params.cache_ram_mib = _PROMPT_CACHE_MIB
+    params.ui = False
+    params.endpoint_slots = False
+    params.verbosity = 0
+    try:
+        return xllamacpp.Server(params)
+    except Exception as exc:
+        raise LMError(f"could not load the embedded model {model_path}: {exc}") from exc
+
+
+class EmbeddedLlama:
+    """A GGUF model run in-process; thread-safe (calls are serialized).
+
+    Prefer :func:`get_embedded`, which returns the shared instance instead of loading again.
+    """
+
+    def __init__(
+        self,
+        tier: str = "qwen-1.5b",
+        *,
+        n_ctx: int = 8192,
+        threads: int | None = None,
+        cache_dir: Path | None = None,
+    ) -> None:
+        spec = tier_of(tier)
+        self.tier = tier
+        self.n_ctx = n_ctx
+        self.threads = threads or os.cpu_count() or 1
+        self.model_path = ensure_model(tier, cache_dir=cache_dir)
+        self.model_id = f"embedded/{tier}@{spec.sha256[:12]}"
+        self._call_lock = threading.Lock()
+        started = time.perf_counter()
+        self._server = _load_server(self.model_path, n_ctx=n_ctx, threads=self.threads)
+        self.load_s = time.perf_counter() - started
+
+    def __repr__(self) -> str:
+        return f"EmbeddedLlama(model_id={self.model_id!r}, n_ctx={self.n_ctx}, threads={self.threads})"
+
+    def chat(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        json_schema: dict[str, Any] | None = None,
+        stop: list[str] | None = None,
+    ) -> LMResult:
+        """One chat completion; JSON-schema constrained (grammar) when ``json_schema`` is given."""
+        request: dict[str, Any] = {
+            "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "cache_prompt": True,
+        }
+        if stop:
+            request["stop"] = list(stop)
+        if json_schema is not None:
+            request["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "response", "schema": json_schema},
+            }
+        with self._call_lock:
+            server = self._server
+            if server is None:
+                raise LMError(f"{self.model_id} was closed; get a fresh one with get_embedded()")
+            started = time.perf_counter()
+            try:
+                response = server.handle_chat_completions(request)
+            except Exception as exc:  # xllamacpp raises ValueError on malformed requests
+                raise LMError(f"{self.model_id}: the request was rejected: {exc}") from exc
+            latency = time.perf_counter() - started
+        return self._to_result(response, latency)
+
+    def _to_result(self, response: Any, latency: float) -> LMResult:
+        if not isinstance(response, dict) or "error" in response or not response.get("choices"):
+            error = response.get("error", response) if isinstance(response, dict) else response
+            message = error.get("message", error) if isinstance(error, dict) else error
+            raise LMError(f"{self.model_id}: {message}")
+        choice = response["choices"][0]
+        usage = response.get("usage") or {}
+        return LMResult(
+            text=(choice.get("message") or {}).get("content") or "",
+            model=self.model_id,
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            latency_s=latency,
+            finish_reason=choice.get("finish_reason") or "stop",
+        )
+
+    def close(self) -> None:
+        """Release the model (and its listener). Later calls raise LMError."""
+        with self._call_lock:
+            self._server = None
+        with _registry_lock:
+            if _registry.get((self.tier, self.n_ctx)) is self:
+                del _registry[(self.tier, self.n_ctx)]
+
+
+def get_embedded(
+    tier: str = "qwen-1.5b",
+    *,
+    n_ctx: int = 8192,
+    threads: int | None = None,
+    cache_dir: Path | None = None,
+) -> EmbeddedLlama:
+    """The process-wide instance for (tier, n_ctx), loaded on first use.
+
+    ``threads`` only matters for the call that loads it; later callers share whatever was loaded.
+    """
+    key = (tier, n_ctx)
+    with _registry_lock:
+        instance = _registry.get(key)
+        if instance is None:
+            instance = EmbeddedLlama(tier, n_ctx=n_ctx, threads=threads, cache_dir=cache_dir)
+            _registry[key] = instance
+        return instance

@@ -22,9 +22,9 @@ from typing import Any
 
 from memtrace_opt.errors import LMError
 from memtrace_opt.lm.base import LMResult
-from memtrace_opt.lm.embedded_model import ensure_model, tier_of
+from memtrace_opt.lm.embedded_model import embedded_model_id, ensure_model
 
-__all__ = ["EmbeddedLlama", "get_embedded"]
+__all__ = ["EmbeddedLlama", "LazyEmbedded", "get_embedded"]
 
 # Host-RAM cache of evicted prompt states (llama.cpp's default is 8 GiB). A few hundred MiB lets
 # two alternating prompts (extract / update) both keep their prefixes without crowding the machine.
@@ -72,12 +72,11 @@ class EmbeddedLlama:
         threads: int | None = None,
         cache_dir: Path | None = None,
     ) -> None:
-        spec = tier_of(tier)
         self.tier = tier
         self.n_ctx = n_ctx
         self.threads = threads or os.cpu_count() or 1
+        self.model_id = embedded_model_id(tier)
         self.model_path = ensure_model(tier, cache_dir=cache_dir)
-        self.model_id = f"embedded/{tier}@{spec.sha256[:12]}"
         self._call_lock = threading.Lock()
         started = time.perf_counter()
         self._server = _load_server(self.model_path, n_ctx=n_ctx, threads=self.threads)
@@ -164,3 +163,30 @@ def get_embedded(
             instance = EmbeddedLlama(tier, n_ctx=n_ctx, threads=threads, cache_dir=cache_dir)
             _registry[key] = instance
         return instance
+
+
+class LazyEmbedded:
+    """An :class:`LMClient` for an embedded tier that loads the shared model on its first call.
+
+    Building a run's roles must not cost seconds and gigabytes when a step (or a test) never
+    calls the model; ``model_id`` is known without loading, from the pinned hash.
+    """
+
+    def __init__(self, tier: str = "qwen-1.5b", *, n_ctx: int = 8192, threads: int | None = None) -> None:
+        self.tier, self.n_ctx, self.threads = tier, n_ctx, threads
+        self.model_id = embedded_model_id(tier)
+
+    def __repr__(self) -> str:
+        return f"LazyEmbedded(model_id={self.model_id!r}, n_ctx={self.n_ctx})"
+
+    def chat(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        json_schema: dict[str, Any] | None = None,
+        stop: list[str] | None = None,
+    ) -> LMResult:
+        model = get_embedded(self.tier, n_ctx=self.n_ctx, threads=self.threads)
+        return model.chat(messages, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema, stop=stop)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from memtrace_opt.errors import LMError
 
-__all__ = ["ModelTier", "TIERS", "models_dir", "ensure_model", "tier_of"]
+__all__ = ["ModelTier", "TIERS", "models_dir", "ensure_model", "tier_of", "embedded_model_id"]
 
 _CHUNK = 8 << 20
 
@@ -75,6 +75,11 @@ def tier_of(name: str) -> ModelTier:
             f"unknown embedded model {name!r}: expected one of {sorted(TIERS)} "
             "(or use provider: litellm for any other model)"
         ) from None
+
+
+def embedded_model_id(tier: str) -> str:
+    """``embedded/<tier>@<sha256[:12]>``: the model's identity in cache keys and records, known without loading."""
+    return f"embedded/{tier}@{tier_of(tier).sha256[:12]}"
 
 
 def models_dir() -> Path:

@@ -1,0 +1,67 @@
+"""EmbeddedLlama request/response mapping against a fake xllamacpp server (no model loaded)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from memtrace_opt.errors import LMError
+from memtrace_opt.lm.embedded import EmbeddedLlama
+from tests.lm_helpers import user
+
+
+class FakeServer:
+    def __init__(self, reply):
+        self.reply = reply
+        self.requests = []
+
+    def handle_chat_completions(self, request):
+        self.requests.append(request)
+        if isinstance(self.reply, Exception):
+            raise self.reply
+        return self.reply
+
+
+def client(reply) -> EmbeddedLlama:
+    lm = EmbeddedLlama.__new__(EmbeddedLlama)  # skip loading: only the mapping is under test
+    lm.tier, lm.n_ctx, lm.threads, lm.model_id = "qwen-1.5b", 4096, 2, "embedded/qwen-1.5b@cc324af070c2"
+    lm._call_lock = threading.Lock()
+    lm._server = FakeServer(reply)
+    return lm
+
+
+OK = {
+    "choices": [{"finish_reason": "length", "message": {"role": "assistant", "content": '{"a": 1'}}],
+    "usage": {"prompt_tokens": 41, "completion_tokens": 2},
+}
+
+
+def test_request_carries_schema_stop_and_sampling():
+    lm = client(OK)
+    result = lm.chat(user("hi"), max_tokens=2, temperature=0.0, json_schema={"type": "object"}, stop=["\n\n"])
+    sent = lm._server.requests[0]
+    assert sent["response_format"]["json_schema"]["schema"] == {"type": "object"}
+    assert sent["stop"] == ["\n\n"] and sent["max_tokens"] == 2 and sent["temperature"] == 0.0
+    assert (result.text, result.finish_reason, result.prompt_tokens, result.completion_tokens) == ('{"a": 1', "length", 41, 2)
+    assert result.model == "embedded/qwen-1.5b@cc324af070c2" and not result.cached
+
+
+def test_server_error_dict_becomes_lm_error():
+    lm = client({"error": {"code": 400, "message": "request (830 tokens) exceeds the available context size"}})
+    with pytest.raises(LMError, match="exceeds the available context size"):
+        lm.chat(user("long"))
+
+
+def test_rejected_request_becomes_lm_error():
+    lm = client(ValueError("Expected 'messages' to be an array"))
+    with pytest.raises(LMError, match="rejected"):
+        lm.chat(user("x"))
+
+
+def test_closed_model_refuses_calls():
+    lm = client(OK)
+    lm.close()
+    with pytest.raises(LMError, match="closed"):
+        lm.chat(user("x"))
+    assert "api" not in repr(lm).lower()

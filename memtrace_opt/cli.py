@@ -16,6 +16,8 @@ from memtrace_opt.errors import MemtraceError
 
 COMMAND_MODULES: tuple[str, ...] = (
     "memtrace_opt.commands.data",
+    "memtrace_opt.commands.systems",
+    "memtrace_opt.commands.eval",
 )
 
 app = typer.Typer(
@@ -44,16 +46,32 @@ def main(argv: list[str] | None = None) -> int:
         return ex.exit_code
     except SystemExit as ex:  # click's own usage errors
         return int(ex.code or 0)
-    except Exception as ex:  # click.ClickException and friends
-        import click
-
-        if isinstance(ex, click.exceptions.ClickException):
+    except Exception as ex:  # usage errors: typer 0.29 vendors its own click copy
+        usage, abort = _click_error_types()
+        if isinstance(ex, usage):
             ex.show()
-            return ex.exit_code
-        if isinstance(ex, click.exceptions.Abort):
+            return int(getattr(ex, "exit_code", 2))
+        if isinstance(ex, abort):
             return 130
         raise
     return 0
+
+
+def _click_error_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """Click's ClickException/Abort classes, both from click and from typer's vendored copy."""
+    import click
+
+    usage: list[type] = [click.exceptions.ClickException]
+    abort: list[type] = [click.exceptions.Abort]
+    try:
+        from typer._click import exceptions as vendored
+
+        usage.append(vendored.ClickException)
+        if hasattr(vendored, "Abort"):
+            abort.append(vendored.Abort)
+    except ImportError:
+        pass
+    return tuple(usage), tuple(abort)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from functools import cached_property
 
 __all__ = [
     "ADVERSARIAL",
+    "CATEGORIES",
     "FLAGS",
     "LOCOMO_CATEGORIES",
     "LONGMEMEVAL_TYPES",

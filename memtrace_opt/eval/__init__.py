@@ -1,0 +1,25 @@
+"""Evaluation: mem0's LoCoMo metrics, judges, per-question results and their summaries."""
+
+from __future__ import annotations
+
+from memtrace_opt.eval.judge import DeterministicJudge, Judge, JudgeVerdict, LLMJudge
+from memtrace_opt.eval.metrics import accuracy, bleu1, bootstrap_ci, by_category, paired_bootstrap, token_f1
+from memtrace_opt.eval.results import QAResult, load_results, save_results, score_qa, summarize
+
+__all__ = [
+    "DeterministicJudge",
+    "Judge",
+    "JudgeVerdict",
+    "LLMJudge",
+    "QAResult",
+    "accuracy",
+    "bleu1",
+    "bootstrap_ci",
+    "by_category",
+    "load_results",
+    "paired_bootstrap",
+    "save_results",
+    "score_qa",
+    "summarize",
+    "token_f1",
+]

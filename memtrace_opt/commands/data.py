@@ -1,0 +1,43 @@
+"""``memtrace-opt data ...``: look at a dataset before spending hours running a system on it."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+
+class DatasetChoice(str, Enum):
+    locomo = "locomo"
+    longmemeval = "longmemeval"
+    mini = "mini"
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``data`` command group to the CLI."""
+    data_app = typer.Typer(help="Inspect datasets.", no_args_is_help=True)
+
+    @data_app.callback()
+    def _group() -> None:
+        """Inspect datasets (LoCoMo, LongMemEval, the bundled mini set)."""
+
+    @data_app.command("stats")
+    def stats(
+        dataset: Annotated[DatasetChoice, typer.Option("--dataset", help="Dataset name.")],
+        path: Annotated[
+            Optional[str], typer.Option("--path", help="File or http(s) URL (mini: bundled if omitted).")
+        ] = None,
+        audit: Annotated[Optional[str], typer.Option("--audit", help="LoCoMo gold-label audit file.")] = None,
+        include_adversarial: Annotated[
+            bool, typer.Option("--include-adversarial", help="Score LoCoMo category 5 too.")
+        ] = False,
+    ) -> None:
+        """Print conversation, session, turn and question counts as JSON."""
+        from memtrace_opt.data import dataset_stats, load_dataset
+
+        ds = load_dataset(dataset.value, path, audit_path=audit, include_adversarial=include_adversarial)
+        typer.echo(json.dumps(dataset_stats(ds), indent=2))
+
+    app.add_typer(data_app, name="data")

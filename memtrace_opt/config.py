@@ -1,0 +1,204 @@
+"""The run config: one YAML file describes a whole run, and a copy of it is saved with the results.
+
+Every section forbids unknown keys, so a typo (``optimiser:``) is an error instead of a silently
+ignored setting. ``load_config`` turns every failure (missing file, bad YAML, failed validation)
+into one :class:`ConfigError` line naming the file and the dotted field. Relative paths are
+resolved against the config file's directory, so a config works from any working directory;
+an unset ``output_dir`` is ``runs`` under the working directory. Every path of a loaded config is
+absolute, so the copy written by :meth:`RunConfig.dump_yaml` means the same thing wherever it lands.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
+
+from memtrace_opt.errors import ConfigError
+from memtrace_opt.lm.config import ModelConfig
+
+__all__ = [
+    "AttributionConfig",
+    "DatasetConfig",
+    "EvalConfig",
+    "ModelsConfig",
+    "OptimizerConfig",
+    "RunConfig",
+    "SplitConfig",
+    "SystemConfig",
+    "TuningConfig",
+    "load_config",
+]
+
+
+def _resolve(value: Any, info: ValidationInfo) -> Any:
+    """Make a relative path absolute against ``context["base_dir"]``; URLs and None pass through."""
+    if value is None or str(value).startswith(("http://", "https://")):
+        return value
+    base = (info.context or {}).get("base_dir")
+    path = Path(value).expanduser()
+    if base is not None and not path.is_absolute():
+        path = (Path(base) / path).resolve()
+    return path if isinstance(value, Path) else str(path)
+
+
+RelPath = Annotated[Path, AfterValidator(_resolve)]
+RelPathOrURL = Annotated[str, AfterValidator(_resolve)]
+Positive = Annotated[int, Field(gt=0)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelsConfig(_Section):
+    """Model per role; ``judge`` and ``reflection`` default to a copy of ``task``."""
+
+    task: ModelConfig = Field(default_factory=ModelConfig)
+    judge: ModelConfig | None = None
+    reflection: ModelConfig | None = None
+
+    @model_validator(mode="after")
+    def _default_roles(self) -> ModelsConfig:
+        if self.judge is None:
+            self.judge = self.task.model_copy()
+        if self.reflection is None:
+            self.reflection = self.task.model_copy()
+        return self
+
+
+class DatasetConfig(_Section):
+    """Which data, and which slice of it (see :func:`memtrace_opt.data.select`)."""
+
+    name: Literal["locomo", "longmemeval", "mini"] = "mini"
+    path: RelPathOrURL | None = None
+    audit_path: RelPath | None = None
+    conversations: list[str] | None = None
+    max_sessions: Positive | None = None
+    max_questions: Positive | None = None
+    include_adversarial: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> DatasetConfig:
+        if self.name == "longmemeval" and self.path is None:
+            raise ValueError("longmemeval needs dataset.path (the data is on Hugging Face only)")
+        if self.audit_path is not None and self.name != "locomo":
+            raise ValueError("audit_path only applies to the locomo dataset")
+        return self
+
+
+class SplitConfig(_Section):
+    """Conversation ids per role; a conversation may serve only one role."""
+
+    optimize: list[str] = Field(default_factory=list)
+    validation: list[str] = Field(default_factory=list)
+    heldout: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> SplitConfig:
+        seen: dict[str, str] = {}
+        for role in ("optimize", "validation", "heldout"):
+            for conv in getattr(self, role):
+                if conv in seen:
+                    raise ValueError(f"conversation {conv!r} is in both {seen[conv]} and {role}")
+                seen[conv] = role
+        return self
+
+
+class SystemConfig(_Section):
+    name: Literal["long_context", "rag", "mem0", "evermemos"]
+    settings: dict[str, Any] = Field(default_factory=dict)
+    prompts: dict[str, str] = Field(default_factory=dict)
+
+
+class EvalConfig(_Section):
+    judge: Literal["llm", "deterministic"] = "llm"
+
+
+class AttributionConfig(_Section):
+    method: Literal["tracing", "flat_log", "all_at_once", "step_by_step", "binary_search"] = "tracing"
+    evidence: Literal["annotated", "pseudo"] = "annotated"
+    counterfactual: bool = False
+    max_frontier: Positive = 16
+
+
+class OptimizerConfig(_Section):
+    method: Literal["attributed", "unattributed", "answer_feedback", "miprov2", "none"] = "attributed"
+    rounds: Positive = 3
+    patience: int = Field(1, ge=0)
+    max_metric_calls: Positive = 200
+    max_llm_calls: Positive | None = None
+    minibatch_size: Positive = 4
+
+
+class TuningConfig(_Section):
+    enabled: bool = False
+    trials: Positive = 20
+    space: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunConfig(_Section):
+    """A whole run. Only ``run_name`` and ``system`` are required."""
+
+    run_name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")]
+    seed: int = 0
+    output_dir: RelPath = Field(default_factory=lambda: Path("runs").resolve())
+    cache_dir: RelPath | None = None
+    models: ModelsConfig = Field(default_factory=ModelsConfig)
+    dataset: DatasetConfig = Field(default_factory=DatasetConfig)
+    split: SplitConfig | None = None
+    system: SystemConfig
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    attribution: AttributionConfig = Field(default_factory=AttributionConfig)
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
+    tuning: TuningConfig = Field(default_factory=TuningConfig)
+
+    @property
+    def run_dir(self) -> Path:
+        """Where this run writes: ``output_dir / run_name``."""
+        return self.output_dir / self.run_name
+
+    def dump_yaml(self) -> str:
+        """The fully resolved config (defaults filled, paths absolute) as YAML, for the run's copy."""
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read and validate a run config; any problem is one ConfigError naming file and field."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(str(p), None, "file not found") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(str(p), None, f"cannot read file: {err}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        raise ConfigError(str(p), None, f"invalid YAML{where}: {getattr(err, 'problem', None) or err}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(str(p), None, f"expected a mapping at the top level, found {type(data).__name__}")
+    try:
+        return RunConfig.model_validate(data, context={"base_dir": p.resolve().parent})
+    except ValidationError as err:
+        raise _config_error(str(p), err) from None
+
+
+def _config_error(path: str, err: ValidationError) -> ConfigError:
+    """The first validation error, with the dotted field path and a count of the others."""
+    errors = err.errors(include_url=False)
+    first = errors[0]
+    field = ".".join(str(part) for part in first["loc"]) or None
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        message += " (unknown key; check its spelling and section)"
+    elif first["type"] == "missing":
+        message = "Field required (missing key)"
+    if len(errors) > 1:
+        others = ", ".join(".".join(map(str, e["loc"])) or "(top level)" for e in errors[1:4])
+        message += f" (and {len(errors) - 1} more: {others}{', ...' if len(errors) > 4 else ''})"
+    return ConfigError(path, field, message)

@@ -75,7 +75,9 @@ class Memo:
         self._entries: dict[str, tuple[dict[str, Any], tuple[LMCall, ...], Operation]] = {}
         if graph is not None:
             for op in graph.ops.values():
-                if op.memo_key and op.status == "ok":
+                # Failed ops are memoized too: a replay must reproduce the run, failures included,
+                # without asking the LM again; a changed prompt changes the key and retries them.
+                if op.memo_key:
                     values = {role: graph.variables[vid].value for role, vid in op.outputs.items()}
                     self._entries[op.memo_key] = (values, op.lm_calls, op)
 
@@ -86,9 +88,14 @@ class Memo:
         return len(self._entries)
 
 
+# Same output as json.dumps(..., sort_keys=True, default=repr, ensure_ascii=False), without building an
+# encoder per call (a third of the per-op recording cost of a small op).
+_KEY_ENCODER = json.JSONEncoder(sort_keys=True, default=repr, ensure_ascii=False)
+
+
 def memo_key(op_name: str, prompt_text: str | None, params: Mapping[str, Any], inputs: Mapping[str, Any]) -> str:
     """A stable digest of everything a pure op's output depends on."""
-    blob = json.dumps([op_name, prompt_text, params, inputs], sort_keys=True, default=repr, ensure_ascii=False)
+    blob = _KEY_ENCODER.encode([op_name, prompt_text, params, inputs])
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
@@ -227,7 +234,9 @@ class Tracer:
 
     def _execute(self, spec, op_id, session, values, params, prompt_text, roles):
         """Reuse a memoized output, skip a fully overridden op, or run the implementation."""
-        key = memo_key(spec.name, prompt_text, params, values) if spec.memoize else None
+        # The key serves later replay (recorded) or this run's memo; a disabled tracer without a memo needs neither.
+        wanted = spec.memoize and (self.enabled or self.memo is not None)
+        key = memo_key(spec.name, prompt_text, params, values) if wanted else None
         forced = self.overrides.op_outputs.get(op_id, {})
         if roles and roles <= set(forced):
             return {}, (), "ok", None, None, key, False
@@ -244,6 +253,8 @@ class Tracer:
             out, status, error, raw = failure.fallback, "failed", str(failure), failure.raw
             self.stats.failed.append(op_id)
         self.stats.executed.append(op_id)
+        if not ctx.lm_results:
+            return out, (), status, error, raw, key, False
         calls = tuple(
             LMCall(r.model, r.prompt_tokens, r.completion_tokens, r.latency_s, r.cached, r.finish_reason)
             for r in ctx.lm_results

@@ -18,6 +18,10 @@ COMMAND_MODULES: tuple[str, ...] = (
     "memtrace_opt.commands.data",
     "memtrace_opt.commands.systems",
     "memtrace_opt.commands.eval",
+    "memtrace_opt.commands.trace",
+    "memtrace_opt.commands.bench",
+    "memtrace_opt.commands.optimize",
+    "memtrace_opt.commands.compare",
 )
 
 app = typer.Typer(

@@ -12,6 +12,7 @@ Variable naming (per conversation graph): ``message:<turn id>`` (``message:D1:3`
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Mapping
 
@@ -40,6 +41,23 @@ def format_message(msg: Mapping[str, Any]) -> str:
     return f"{msg['speaker']}: {msg['text']}"
 
 
+_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+
+
+def approx_tokens(text: str) -> int:
+    """Approximate LLM token count: words plus punctuation marks.
+
+    Exact BPE counting needs tiktoken's encoding files, a download (unavailable offline), and the
+    embedded model's own tokenizer means loading it; for English chat this count is within about
+    ±25% of GPT/Qwen BPE counts, enough for budgets (context length, chunk size) that are rules of
+    thumb anyway. Deterministic, so budgets trim at the same turn on every run.
+
+    >>> approx_tokens("Hi Tom! I adopted a cat.")
+    8
+    """
+    return len(_TOKEN_RE.findall(text))
+
+
 class MemorySystem(ABC):
     """A traced memory system. Subclasses set ``name``, ``default_prompts``, ``settings_model`` and
     implement :meth:`ingest_session` and :meth:`retrieve`."""
@@ -54,6 +72,28 @@ class MemorySystem(ABC):
             self.settings = settings
         else:
             self.settings = self.settings_model(**dict(settings or {}))
+        #: ``question:<qa id>`` variables made by :meth:`answer`, so the runner can judge against them.
+        self.questions: dict[str, Variable] = {}
+
+    @property
+    def resources(self) -> dict[str, Any]:
+        """The tracer's resource dict, which ops see as ``ctx.resources``: stores, indexes, the embedder.
+
+        A system keeps its mutable state (a vector index) here rather than on itself because ops are
+        plain functions of ``(ctx, inputs, params)``; a fresh system instance starts fresh state.
+        """
+        if self.tracer.resources is None:
+            self.tracer.resources = {}
+        return self.tracer.resources
+
+    def embedder(self) -> Any:
+        """The embedder given in the resources (tests pass a fake one), else the shared MiniLM."""
+        found = self.resources.get("embedder")
+        if found is None:
+            from memtrace_opt.lm.embeddings import get_embedder
+
+            found = self.resources["embedder"] = get_embedder()
+        return found
 
     @classmethod
     def prompts(cls) -> dict[str, str]:
@@ -86,6 +126,7 @@ class MemorySystem(ABC):
         """Answer one question in its own traced session; returns the answer variable."""
         with self.tracer.session(f"answer:{qa.id}", kind="answer", qa_id=qa.id):
             question = self.tracer.variable(f"question:{qa.id}", qa.question, category=QUERY)
+            self.questions[qa.id] = question
             context = self.retrieve(qa, question)
             return self.tracer.call(
                 "qa.answer",

@@ -1,0 +1,144 @@
+"""``memtrace-opt eval CONFIG``: run a memory system on a dataset slice, traced, and score it.
+
+Writes the run directory (see :mod:`memtrace_opt.run_dir`) conversation by conversation, so an
+interrupted run resumes where it stopped (``--resume``, the default), and prints a short table:
+accuracy with its 95% CI, F1, BLEU-1, per category, LM calls, tokens, wall time, failed ops.
+
+Tests run the command without a model through :func:`injected`, which replaces the LM clients
+(and may seed system resources such as a fake embedder) for the duration of a ``with`` block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from memtrace_opt.errors import ConfigError
+
+__all__ = ["injected", "register", "run_eval"]
+
+_INJECTED: dict[str, Any] | None = None
+
+
+@contextmanager
+def injected(lms: Mapping[str, Any], resources: Mapping[str, Any] | None = None) -> Iterator[None]:
+    """Run ``eval`` with these LM clients (``{"task", "judge"}``) instead of building the configured ones."""
+    global _INJECTED
+    previous, _INJECTED = _INJECTED, {"lms": dict(lms), "resources": dict(resources or {})}
+    try:
+        yield
+    finally:
+        _INJECTED = previous
+
+
+def _build_lms(cfg: Any, run_dir: Path) -> tuple[dict[str, Any], Any, dict[str, Any]]:
+    """``(lms by role, usage ledger or None, resources)``: injected ones, or built from ``cfg.models``."""
+    if _INJECTED is not None:
+        return _INJECTED["lms"], None, _INJECTED["resources"]
+    from memtrace_opt.lm.factory import build_roles
+    from memtrace_opt.lm.usage import UsageLedger
+
+    ledger = UsageLedger()
+    roles = build_roles(cfg.models.task, cfg.models.judge, cfg.models.reflection,
+                        cache_dir=cfg.cache_dir or run_dir, ledger=ledger)
+    return {"task": roles.task, "judge": roles.judge}, ledger, {}
+
+
+def _load_conversations(cfg: Any) -> tuple[Any, ...]:
+    from memtrace_opt.data import load_dataset, select
+
+    d = cfg.dataset
+    ds = load_dataset(d.name, d.path, audit_path=d.audit_path, include_adversarial=d.include_adversarial)
+    return select(ds, d.conversations, d.max_sessions, d.max_questions).conversations
+
+
+def _check_resumable(run_dir: Path, cfg: Any, config_path: str) -> None:
+    """Refuse to resume into a run directory made by a different config (results would mix)."""
+    from memtrace_opt.run_dir import CONFIG_FILE
+
+    saved = run_dir / CONFIG_FILE
+    if saved.exists() and saved.read_text(encoding="utf-8") != cfg.dump_yaml():
+        raise ConfigError(config_path, None, f"{run_dir} holds a run of a different config; "
+                          "use --no-resume to overwrite it or --out for a new directory")
+
+
+def run_eval(config: str, *, resume: bool = True, out: str | None = None, dataset_path: str | None = None,
+             progress: bool = True) -> Any:
+    """Load ``config``, evaluate its system on its dataset slice, write the run dir; the EvaluationRun."""
+    from memtrace_opt import run_dir as rd
+    from memtrace_opt.config import load_config
+    from memtrace_opt.systems.registry import get_system
+    from memtrace_opt.systems.runner import evaluate_system, resolve_prompts, resolve_settings
+
+    cfg = load_config(config)
+    if dataset_path is not None:
+        cfg = cfg.model_copy(update={"dataset": cfg.dataset.model_copy(update={"path": str(Path(dataset_path).resolve())})})
+    run_dir = Path(out) if out else cfg.run_dir
+    system = get_system(cfg.system.name)
+    resolve_settings(system, cfg.system.settings, source=config)  # fail before any model loads
+    resolve_prompts(system, cfg.system.prompts, source=config)
+    if resume:
+        _check_resumable(run_dir, cfg, config)
+    conversations = _load_conversations(cfg)
+    lms, ledger, resources = _build_lms(cfg, run_dir)
+    rd.write_config(run_dir, cfg)
+    return evaluate_system(
+        cfg.system.name, conversations, lms=lms, run_dir=run_dir, prompts=cfg.system.prompts,
+        settings=cfg.system.settings, judge=cfg.eval.judge, dataset=cfg.dataset.name, run_id=cfg.run_name,
+        resume=resume, ledger=ledger, resources=resources, progress=progress,
+    )
+
+
+def summary_table(summary: Mapping[str, Any]) -> Any:
+    """The run summary as a rich table: overall and per-category rows, then cost lines."""
+    from rich.table import Table
+
+    def pct(x: float) -> str:
+        return f"{100 * x:.1f}"
+
+    table = Table(title=f"{summary.get('system')} on {summary.get('dataset')} (judge: {summary.get('judge')})")
+    for col in ("category", "n", "accuracy %", "95% CI", "F1", "BLEU-1"):
+        table.add_column(col, justify="left" if col == "category" else "right")
+    rows = [("all", summary)] + list(summary.get("per_category", {}).items())
+    for name, block in rows:
+        low, high = block.get("accuracy_ci", [0.0, 0.0])
+        table.add_row(name, str(block.get("n", 0)), pct(block.get("accuracy", 0.0)), f"{pct(low)}–{pct(high)}",
+                      f"{block.get('f1', 0.0):.3f}", f"{block.get('bleu1', 0.0):.3f}")
+    usage = summary.get("lm_usage", {})
+    failed = summary.get("failed_ops", {})
+    table.caption = (
+        f"LM calls {usage.get('lm_calls', 0)} (+{usage.get('cached_calls', 0)} cached) · tokens "
+        f"{usage.get('prompt_tokens', 0)} in / {usage.get('completion_tokens', 0)} out · wall "
+        f"{summary.get('wall_s', 0.0):.1f} s · failed ops {summary.get('failed_ops_total', 0)}"
+        + (f" ({', '.join(f'{k} {v}' for k, v in sorted(failed.items()))})" if failed else "")
+        + (f" · judge failures {summary['judge_failures']}" if summary.get("judge_failures") else "")
+    )
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``eval`` command to the CLI."""
+
+    @app.command("eval")
+    def eval_command(
+        config: Annotated[str, typer.Argument(help="Run config (YAML).")],
+        resume: Annotated[bool, typer.Option("--resume/--no-resume",
+                                             help="Skip conversations already finished in the run dir.")] = True,
+        out: Annotated[Optional[str], typer.Option("--out", help="Run directory (default: output_dir/run_name).")] = None,
+        dataset_path: Annotated[Optional[str], typer.Option("--dataset-path",
+                                                            help="Dataset file, overriding dataset.path.")] = None,
+        quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+    ) -> None:
+        """Evaluate the config's memory system on its dataset slice; writes graphs, results and a summary."""
+        from rich.console import Console
+
+        result = run_eval(config, resume=resume, out=out, dataset_path=dataset_path, progress=not quiet)
+        console = Console()
+        console.print(summary_table(result.summary))
+        if result.resumed:
+            console.print(f"resumed: {', '.join(result.resumed)} (already finished)")
+        console.print(f"run dir: {result.run_dir}")

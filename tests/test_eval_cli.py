@@ -1,0 +1,127 @@
+"""``memtrace-opt eval`` and ``memtrace-opt systems`` on the mini dataset with scripted LMs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memtrace_opt import run_dir as rd
+from memtrace_opt.cli import main
+from memtrace_opt.commands.eval import injected
+from memtrace_opt.config import load_config
+from tests.scripted_lm import HashEmbedder, ScriptedLM, judge_lm
+
+CONFIGS = Path(__file__).resolve().parents[1] / "experiments" / "configs"
+
+
+def write_config(tmp_path: Path, system: str = "rag", extra: str = "") -> Path:
+    path = tmp_path / "run.yaml"
+    path.write_text(f"""run_name: t_{system}
+output_dir: out
+dataset:
+  name: mini
+  max_questions: 2
+system:
+  name: {system}
+  settings: {{top_k: 3}}
+eval:
+  judge: llm
+{extra}""")
+    return path
+
+
+def scripted():
+    task = ScriptedLM([(r"Question: .*cat", "Biscuit")], default="Not mentioned")
+    return {"task": task, "judge": judge_lm()}
+
+
+@pytest.mark.parametrize("system", ["long_context", "rag"])
+def test_eval_writes_the_run_dir_and_prints_a_table(tmp_path, capsys, system):
+    cfg = write_config(tmp_path, system)
+    roles = scripted()
+    with injected(roles, resources={"embedder": HashEmbedder()}):
+        assert main(["eval", str(cfg)] + (["--quiet"] if system == "rag" else [])) == 0  # with and without a bar
+    out = capsys.readouterr().out
+    run = tmp_path / "out" / f"t_{system}"
+    assert {p.name for p in run.iterdir()} >= {"config.yaml", "graphs", "results.json", "summary.json", "usage.json"}
+    assert sorted(p.name for p in rd.list_graphs(run)) == ["mini-1.jsonl.gz", "mini-2.jsonl.gz"]
+    results = rd.read_results(run)
+    assert len(results) == 4 and results[0].qa_id == "mini-1/q0" and results[0].judge_score == 1
+    summary = rd.read_summary(run)
+    assert summary["n"] == 4 and summary["accuracy"] == 0.25 and summary["lm_usage"]["lm_calls"] == 8
+    assert load_config(run / "config.yaml").system.name == system
+    assert rd.read_graph(run, "mini-1").meta["settings"]["top_k"] == 3
+    assert "accuracy" in out and "LM calls 8" in out and str(run) in out.replace("\n", "")
+    assert roles["task"].n_calls == 4
+
+
+def test_eval_resumes_and_refuses_a_different_config(tmp_path, capsys):
+    cfg = write_config(tmp_path)
+    with injected(scripted(), resources={"embedder": HashEmbedder()}):
+        assert main(["eval", str(cfg), "--quiet"]) == 0
+        again = scripted()
+    with injected(again, resources={"embedder": HashEmbedder()}):
+        assert main(["eval", str(cfg), "--quiet"]) == 0
+    assert again["task"].n_calls == 0 and "resumed: mini-1, mini-2" in capsys.readouterr().out
+    changed = write_config(tmp_path, extra="seed: 7\n")
+    with injected(scripted(), resources={"embedder": HashEmbedder()}):
+        assert main(["eval", str(changed), "--quiet"]) == 2
+        assert "holds a run of a different config" in capsys.readouterr().err
+        assert main(["eval", str(changed), "--quiet", "--no-resume"]) == 0
+
+
+def test_eval_out_and_dataset_path_options(tmp_path):
+    from memtrace_opt.data.mini import bundled_path
+
+    cfg = write_config(tmp_path)
+    with injected(scripted(), resources={"embedder": HashEmbedder()}):
+        assert main(["eval", str(cfg), "--quiet", "--out", str(tmp_path / "elsewhere"),
+                     "--dataset-path", str(bundled_path())]) == 0
+    assert len(rd.read_results(tmp_path / "elsewhere")) == 4
+    assert load_config(tmp_path / "elsewhere" / "config.yaml").dataset.path == str(bundled_path())
+
+
+@pytest.mark.parametrize("body, field", [
+    ("run_name: x\nsystem: {name: rag, settings: {chunk_size: 3}}\n", "system.settings.chunk_size"),
+    ("run_name: x\nsystem: {name: nope}\n", "system.name"),
+    ("run_name: x\nsystem: {name: rag, prompts: {bogus: hi}}\n", "system.prompts.bogus"),
+])
+def test_bad_config_is_one_line_and_exit_2(tmp_path, capsys, body, field):
+    path = tmp_path / "bad.yaml"
+    path.write_text(body + "output_dir: out\ndataset: {name: mini, max_questions: 1}\n")
+    with injected(scripted(), resources={"embedder": HashEmbedder()}):
+        assert main(["eval", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"memtrace-opt: config error in {path}: {field}") and "\n" not in err
+
+
+def test_missing_dataset_file_is_one_line_and_exit_2(tmp_path, capsys):
+    cfg = write_config(tmp_path)
+    with injected(scripted(), resources={"embedder": HashEmbedder()}):
+        assert main(["eval", str(cfg), "--quiet", "--dataset-path", str(tmp_path / "nope.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("memtrace-opt: dataset error") and "nope.json" in err and "\n" not in err
+    assert not (tmp_path / "out").exists()  # nothing written before the data loaded
+
+
+def test_missing_config_file_exit_2(tmp_path, capsys):
+    assert main(["eval", str(tmp_path / "none.yaml")]) == 2
+    assert "file not found" in capsys.readouterr().err
+
+
+def test_systems_command_lists_prompts_and_settings(capsys):
+    assert main(["systems"]) == 0
+    listed = {s["name"]: s for s in json.loads(capsys.readouterr().out)}
+    assert listed["rag"]["prompts"] == ["question_answering"] and listed["rag"]["settings"]["chunk_tokens"] == 256
+    assert listed["long_context"]["settings"]["context_tokens"] == 4000
+
+
+def test_shipped_configs_load():
+    for system in ("long_context", "rag", "mem0", "evermemos"):
+        for data in ("mini", "locomo"):
+            cfg = load_config(CONFIGS / f"{system}_{data}.yaml")
+            assert cfg.system.name == system and cfg.dataset.name == data
+            if data == "locomo":
+                assert cfg.dataset.conversations == ["conv-26"] and cfg.dataset.max_sessions == 3

@@ -1,5 +1,7 @@
-"""The executable memory evolution graph: model, tracer, registered ops and replay."""
+"""The executable memory evolution graph: model, tracer, registered ops, replay, queries and storage."""
 
+from memtrace_opt.graph.io_json import load_json, save_json
+from memtrace_opt.graph.io_sqlite import list_graphs, load_graph, save_graph
 from memtrace_opt.graph.model import (
     LMCall,
     MemoryGraph,
@@ -11,11 +13,28 @@ from memtrace_opt.graph.model import (
     var_id,
 )
 from memtrace_opt.graph.ops import REGISTRY, OpContext, OpFailure, OpSpec, operation
+from memtrace_opt.graph.queries import (
+    OpLogEntry,
+    OpView,
+    UnitEvent,
+    flat_op_log,
+    forward_impact,
+    lineage,
+    lineage_messages,
+    live_units,
+    op_subgraph,
+    question_slice,
+    unit_lifetime,
+)
 from memtrace_opt.graph.replay import ReplayResult, changed_answers, replay
+from memtrace_opt.graph.smartcomment import import_smartcomment
 from memtrace_opt.graph.tracer import End, Memo, New, Next, Overrides, TraceStats, Tracer
+from memtrace_opt.graph.validate import problems, validate
 
 __all__ = [
-    "End", "LMCall", "Memo", "MemoryGraph", "New", "Next", "OpContext", "OpFailure", "OpSpec", "Operation",
-    "Overrides", "PromptRef", "REGISTRY", "ReplayResult", "SessionRecord", "TraceStats", "Tracer", "Variable",
-    "changed_answers", "operation", "replay", "split_var_id", "var_id",
+    "End", "LMCall", "Memo", "MemoryGraph", "New", "Next", "OpContext", "OpFailure", "OpLogEntry", "OpSpec", "OpView",
+    "Operation", "Overrides", "PromptRef", "REGISTRY", "ReplayResult", "SessionRecord", "TraceStats", "Tracer",
+    "UnitEvent", "Variable", "changed_answers", "flat_op_log", "forward_impact", "import_smartcomment", "lineage",
+    "lineage_messages", "list_graphs", "live_units", "load_graph", "load_json", "op_subgraph", "operation", "problems",
+    "question_slice", "replay", "save_graph", "save_json", "split_var_id", "unit_lifetime", "validate", "var_id",
 ]

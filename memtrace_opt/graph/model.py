@@ -179,10 +179,11 @@ class MemoryGraph:
         """Add an op whose input and output variables are already in the graph."""
         if op.id in self.ops or op.id in self.variables:
             raise GraphError(f"duplicate node id {op.id!r}")
-        for vid in op.input_ids():
+        in_ids, out_ids = op.input_ids(), op.output_ids()
+        for vid in in_ids:
             if vid not in self.variables:
                 raise GraphError(f"operation {op.id!r} reads unknown variable {vid!r}")
-        for vid in op.output_ids():
+        for vid in out_ids:
             if vid not in self.variables:
                 raise GraphError(f"operation {op.id!r} writes unknown variable {vid!r}")
             if vid in self.producer:
@@ -190,10 +191,8 @@ class MemoryGraph:
         self.ops[op.id] = op
         g = self.nx
         g.add_node(op.id, kind=OP)
-        for vid in op.input_ids():
-            g.add_edge(vid, op.id)
-        for vid in op.output_ids():
-            g.add_edge(op.id, vid)
+        g.add_edges_from([(vid, op.id) for vid in in_ids] + [(op.id, vid) for vid in out_ids])
+        for vid in out_ids:
             self.producer[vid] = op.id
 
     def add_session(self, rec: SessionRecord) -> None:

@@ -9,6 +9,7 @@ text and the LM come from ``ctx``. Keeping it a pure function of those is what m
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -100,6 +101,7 @@ def get_spec(name: str) -> OpSpec:
         raise GraphError(f"no operation registered as {name!r}; import the system that defines it") from None
 
 
+@functools.lru_cache(maxsize=512)
 def prompt_sha(text: str) -> str:
-    """A short, stable hash of a prompt text (12 hex digits)."""
+    """A short, stable hash of a prompt text (12 hex digits); cached, as every traced LM op asks for it."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]

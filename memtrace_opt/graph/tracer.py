@@ -90,7 +90,13 @@ class Memo:
 
 # Same output as json.dumps(..., sort_keys=True, default=repr, ensure_ascii=False), without building an
 # encoder per call (a third of the per-op recording cost of a small op).
-_KEY_ENCODER = json.JSONEncoder(sort_keys=True, default=repr, ensure_ascii=False)
+def _key_default(value: Any) -> Any:
+    """Non-JSON values in a memo key: arrays by their full contents (numpy's repr elides long ones), else repr."""
+    tolist = getattr(value, "tolist", None)
+    return tolist() if callable(tolist) else repr(value)
+
+
+_KEY_ENCODER = json.JSONEncoder(sort_keys=True, default=_key_default, ensure_ascii=False)
 
 
 def memo_key(op_name: str, prompt_text: str | None, params: Mapping[str, Any], inputs: Mapping[str, Any]) -> str:

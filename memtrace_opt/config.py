@@ -114,7 +114,7 @@ class SystemConfig(_Section):
 
 
 class EvalConfig(_Section):
-    judge: Literal["llm", "deterministic"] = "llm"
+    judge: Literal["llm", "deterministic", "hybrid"] = "llm"
 
 
 class AttributionConfig(_Section):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memtrace_opt.eval.judge import JUDGE_PROMPT, DeterministicJudge, JudgeVerdict, LLMJudge
+from memtrace_opt.eval.judge import JUDGE_PROMPT, DeterministicJudge, HybridJudge, JudgeVerdict, LLMJudge
 from memtrace_opt.graph import New, OpContext, OpFailure, Tracer, Variable, operation
 from memtrace_opt.graph.model import GOLD, JUDGE, JUDGEMENT
 from memtrace_opt.graph.ops import prompt_sha
@@ -20,7 +20,7 @@ from memtrace_opt.lm.base import LMResult
 __all__ = ["JUDGE_KINDS", "JUDGE_OP", "judge_answer", "judgement_value"]
 
 JUDGE_OP = "eval.judge"
-JUDGE_KINDS = ("llm", "deterministic")
+JUDGE_KINDS = ("llm", "deterministic", "hybrid")
 
 
 class _ContextLM:
@@ -48,6 +48,8 @@ def _judge(ctx: OpContext, inputs: dict[str, Any], params: dict[str, Any]) -> di
         verdict = DeterministicJudge().judge(inputs["question"], inputs["gold"], inputs["answer"] or "")
     elif kind == "llm":
         verdict = LLMJudge(_ContextLM(ctx)).judge(inputs["question"], inputs["gold"], inputs["answer"] or "")
+    elif kind == "hybrid":
+        verdict = HybridJudge(LLMJudge(_ContextLM(ctx))).judge(inputs["question"], inputs["gold"], inputs["answer"] or "")
     else:
         raise ValueError(f"eval.judge: params['judge'] must be one of {JUDGE_KINDS}, got {kind!r}")
     value = judgement_value(verdict)
@@ -65,7 +67,7 @@ def judge_answer(tracer: Tracer, qa: Any, question: Variable, answer: Variable, 
     if judge not in JUDGE_KINDS:
         raise ValueError(f"judge must be one of {JUDGE_KINDS}, got {judge!r}")
     params: dict[str, Any] = {"judge": judge}
-    if judge == "llm":
+    if judge in ("llm", "hybrid"):
         params["judge_prompt_sha"] = prompt_sha(JUDGE_PROMPT)
     with tracer.session(f"answer:{qa.id}", kind="answer", qa_id=qa.id):
         gold_var = tracer.variable(f"gold:{qa.id}", qa.answer if gold is None else gold, category=GOLD)

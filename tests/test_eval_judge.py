@@ -128,3 +128,30 @@ def test_abstention_detection():
     assert is_abstention("It cannot be determined from the conversation")
     assert not is_abstention("An unknown artist painted it")
     assert not is_abstention("She mentioned Paris")
+
+
+class _AlwaysWrongLM:
+    """A judge model that says WRONG to everything, and counts how often it was asked."""
+
+    model_id = "scripted/always-wrong"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def chat(self, messages, **kw):
+        from memtrace_opt.lm.base import LMResult
+
+        self.calls += 1
+        return LMResult(text='{"label": "WRONG"}', model=self.model_id)
+
+
+def test_hybrid_judge_decides_clear_cases_by_rule_and_asks_the_llm_otherwise():
+    from memtrace_opt.eval.judge import HybridJudge, LLMJudge
+
+    lm = _AlwaysWrongLM()
+    judge = HybridJudge(LLMJudge(lm))
+    assert judge.judge("Cat's name?", "Biscuit", "Biscuit").score == 1
+    assert judge.judge("When?", "2 March 2024", "4 March 2024").score == 0
+    assert lm.calls == 0
+    assert judge.judge("Where does Lena work?", "The city library", "At the municipal book lending centre").score == 0
+    assert lm.calls == 1

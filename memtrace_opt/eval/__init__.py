@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from memtrace_opt.eval.judge import DeterministicJudge, Judge, JudgeVerdict, LLMJudge
+from memtrace_opt.eval.judge import DeterministicJudge, HybridJudge, Judge, JudgeVerdict, LLMJudge
 from memtrace_opt.eval.metrics import accuracy, bleu1, bootstrap_ci, by_category, paired_bootstrap, token_f1
 from memtrace_opt.eval.results import QAResult, load_results, save_results, score_qa, summarize
 
 __all__ = [
     "DeterministicJudge",
+    "HybridJudge",
     "Judge",
     "JudgeVerdict",
     "LLMJudge",

@@ -26,6 +26,7 @@ __all__ = [
     "JUDGE_PROMPT",
     "JUDGE_SCHEMA",
     "DeterministicJudge",
+    "HybridJudge",
     "Judge",
     "JudgeVerdict",
     "LLMJudge",
@@ -179,6 +180,31 @@ class DeterministicJudge:
     @staticmethod
     def _verdict(ok: bool, reason: str) -> JudgeVerdict:
         return JudgeVerdict(int(ok), "CORRECT" if ok else "WRONG", f"deterministic: {reason}")
+
+
+_DECISIVE_REASONS = ("both abstain", "only one side abstains", "same yes/no answer", "opposite yes/no answer",
+                     "dates agree", "dates differ", "empty prediction")
+
+
+class HybridJudge:
+    """The deterministic judge where it is sure, the LLM judge only for what it cannot settle.
+
+    Small local judges mislabel easy cases: measured on the mini dataset, the embedded 1.5B judge
+    called 12 of 12 exact or near-exact matches ("Biscuit" vs "Biscuit", "Porto" vs "Porto") WRONG
+    more often than not. So a prediction that contains the gold, an abstention, a yes/no or a date is
+    decided by rule; the LLM is asked only about paraphrases the rules would reject (token F1 below
+    threshold), where its generosity on topic is what the mem0 protocol wants.
+    """
+
+    def __init__(self, llm: LLMJudge, deterministic: DeterministicJudge | None = None) -> None:
+        self.llm = llm
+        self.deterministic = deterministic or DeterministicJudge()
+
+    def judge(self, question: str, gold: str, prediction: str) -> JudgeVerdict:
+        verdict = self.deterministic.judge(question, gold, prediction)
+        if verdict.score == 1 or verdict.reason.removeprefix("deterministic: ") in _DECISIVE_REASONS:
+            return verdict
+        return self.llm.judge(question, gold, prediction)
 
 
 def _polarity(tokens: list[str]) -> str | None:

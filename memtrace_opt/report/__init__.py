@@ -1,0 +1,13 @@
+"""The run report: one self-contained HTML file with the run summary, every failed question's graph
+slice and blame, error-type charts, optimization rounds and prompt diffs, and benchmark tables.
+
+>>> # doctest: +SKIP
+>>> from memtrace_opt.report import render_report
+>>> render_report("runs/quickstart")          # writes runs/quickstart/report.html
+"""
+
+from memtrace_opt.report.collect import RunData, collect_run
+from memtrace_opt.report.page import build_html, render_report, write_report
+from memtrace_opt.report.questions import QuestionOptions
+
+__all__ = ["QuestionOptions", "RunData", "build_html", "collect_run", "render_report", "write_report"]

@@ -1,0 +1,149 @@
+"""The report's aggregate sections: where errors come from, and what the optimizer changed."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable
+
+from memtrace_opt.attribution.blame import BlameSignal
+from memtrace_opt.report.charts import line_chart, stacked_bars
+from memtrace_opt.report.collect import RunData
+from memtrace_opt.report.diff import diff_html, diff_stats
+from memtrace_opt.report.escape import esc
+from memtrace_opt.report.fmt import pct
+from memtrace_opt.report.theme import ERROR_HELP, error_color, error_order
+
+__all__ = ["errors_section", "error_legend", "notes_section", "optimization_section", "op_name"]
+
+
+def op_name(op_id: str | None) -> str:
+    """``answer:conv/q1/qa.answer#0`` → ``qa.answer`` (sessions and qa ids may hold '/'; op names do not)."""
+    if not op_id:
+        return "(no operation)"
+    return op_id.rsplit("/", 1)[-1].rsplit("#", 1)[0]
+
+
+def error_legend(types: Iterable[str]) -> str:
+    """Colour chips for ``types`` with a one-line meaning each."""
+    return "<div class='legend'>" + "".join(
+        f"<span style='--c:{error_color(t)}'><span class='sw'></span><b>{esc(t)}</b> "
+        f"{esc(ERROR_HELP.get(t, ''))}</span>"
+        for t in types) + "</div>"
+
+
+def _rows(signals: list[BlameSignal], key: Any) -> list[tuple[str, Counter[str]]]:
+    groups: dict[str, Counter[str]] = {}
+    for s in signals:
+        groups.setdefault(key(s), Counter())[s.error_type] += 1
+    return sorted(groups.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
+
+
+def errors_section(data: RunData) -> str:
+    """Error-type distribution per system, per operation, per prompt component and per optimization round."""
+    from_rounds = not data.blame
+    signals = data.blame or [s for k in sorted(data.round_blame) for s in data.round_blame[k]]
+    if not signals:
+        return ""
+    order = error_order(s.error_type for s in signals)
+    system = data.system or "this run"
+    charts = [("per system", _rows(signals, lambda s: system)),
+              ("per blamed operation", _rows(signals, lambda s: op_name(s.op_id))),
+              ("per prompt component", _rows(signals, lambda s: s.prompt_component or "no prompt (unoptimizable)"))]
+    if data.round_blame:
+        per_round = [(f"round {k}", Counter(s.error_type for s in signals_k))
+                     for k, signals_k in sorted(data.round_blame.items())]
+        charts.append(("per optimization round (training failures)", per_round))
+    optimizable = sum(s.optimizable for s in signals)
+    rescued = [s.counterfactual_rescued for s in signals if s.counterfactual_rescued is not None]
+    cf = (f" Counterfactual replay confirmed {sum(rescued)} of {len(rescued)} checked blames." if rescued else "")
+    where = " during the optimization rounds" if from_rounds else ""
+    blocks = "".join(f"<div class='card chart-card'><h3>{esc(title)}</h3>{stacked_bars(rows, order)}</div>"
+                     for title, rows in charts)
+    return (f"<section id='errors'><h2>Where the errors come from</h2><p class='lead'>{len(signals)} failed questions "
+            f"attributed{esc(where)}; {optimizable} blame an op with a prompt the optimizer can rewrite.{esc(cf)}</p>"
+            f"{error_legend(order)}<div class='grid2'>{blocks}</div></section>")
+
+
+def optimization_section(data: RunData) -> str:
+    """Accuracy per round per method, and each rewritten prompt as a diff against its seed."""
+    if not data.rounds and not data.prompts and not data.final:
+        return ""
+    parts = ["<section id='optimization'><h2>Optimization</h2>", _final_line(data)]
+    if data.rounds:
+        parts.append("<p class='lead'>Validation accuracy of each round's prompts (round 0: the seed prompts); "
+                     "whiskers are 95% CIs where recorded.</p>")
+        parts.append(f"<div class='card chart-card'>{line_chart(data.rounds)}{_round_table(data)}</div>")
+    if data.prompts:
+        parts.append("<h3>What the optimizer changed</h3><p class='lead'>Each rewritten prompt against its seed: "
+                     "<span class='dl-del'>removed</span> and <span class='dl-add'>added</span> lines, changed words "
+                     "marked.</p>")
+        for change in data.prompts:
+            added, removed = diff_stats(change.diff)
+            if change.diff:
+                body = diff_html(change.diff)
+            else:
+                body = (f"<p class='note'>No seed text found; the new prompt in full:</p>"
+                        f"<pre class='prompt'>{esc(change.new)}</pre>")
+            parts.append(f"<details class='card prompt-change' open><summary><code>{esc(change.component)}</code> "
+                         f"<span class='plus'>+{added}</span> <span class='minus'>−{removed}</span> lines</summary>"
+                         f"{body}</details>")
+    if data.round_prompts:
+        rounds = "".join(
+            f"<details class='round-prompts'><summary>round {k}: "
+            f"{esc(', '.join(c.component for c in changes))}</summary>"
+            + "".join(f"<h4><code>{esc(c.component)}</code></h4>{diff_html(c.diff)}" for c in changes) + "</details>"
+            for k, changes in sorted(data.round_prompts.items()))
+        parts.append("<details class='card'><summary>Candidate of each round, against the seed</summary>"
+                     f"{rounds}</details>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _final_line(data: RunData) -> str:
+    """The loop's bottom line: held-out accuracy of the seed and of the best prompts, and why it stopped."""
+    f, ck = data.final, data.checkpoint
+    if not f and not ck:
+        return ""
+    bits = []
+    if "seed_accuracy" in f and "best_accuracy" in f:
+        delta = (f["best_accuracy"] - f["seed_accuracy"]) * 100
+        bits.append(f"held-out accuracy <b>{pct(f['seed_accuracy'])} → {pct(f['best_accuracy'])}</b> "
+                    f"(<span class='{'plus' if delta >= 0 else 'minus'}'>{delta:+.1f} pp</span>, "
+                    f"n={esc(f.get('n', '?'))})")
+    method = f.get("method") or (ck.get("plan") or {}).get("method")
+    if method:
+        bits.append(f"method <b>{esc(method)}</b>")
+    best_round = f.get("best_round", ck.get("best_round"))
+    if best_round is not None:
+        bits.append(f"best round {esc(best_round)}")
+    reason = f.get("stop_reason") or ck.get("stop_reason")
+    if reason:
+        bits.append(f"stopped: {esc(reason)}")
+    elif ck.get("status") and ck.get("status") != "done":
+        bits.append(f"status: {esc(ck['status'])}")
+    return f"<p class='final-line card'>{' · '.join(bits)}</p>" if bits else ""
+
+
+def _round_table(data: RunData) -> str:
+    methods = list(dict.fromkeys(p.method for p in data.rounds))
+    rows = []
+    for m in methods:
+        pts = sorted((p for p in data.rounds if p.method == m), key=lambda p: p.round)
+        first, last = pts[0], pts[-1]
+        best = max(pts, key=lambda p: p.accuracy)
+        delta = (last.accuracy - first.accuracy) * 100
+        sign = "pos" if delta > 0 else "neg" if delta < 0 else ""
+        rows.append(f"<tr><td>{esc(m)}</td><td class='n'>{pct(first.accuracy)}</td>"
+                    f"<td class='n'>{pct(last.accuracy)}</td>"
+                    f"<td class='n {sign}'>{delta:+.1f} pp</td><td class='n'>{best.round}</td></tr>")
+    return ("<table class='rounds'><thead><tr><th>method</th><th class='n'>first</th><th class='n'>last</th>"
+            f"<th class='n'>change</th><th class='n'>best round</th></tr></thead><tbody>{''.join(rows)}</tbody>"
+            "</table>")
+
+
+def notes_section(data: RunData) -> str:
+    """Files that could not be read, so a missing section is explained rather than silently absent."""
+    if not data.notes:
+        return ""
+    items = "".join(f"<li>{esc(n)}</li>" for n in dict.fromkeys(data.notes))
+    return f"<section id='notes'><h2>Notes</h2><ul class='notes'>{items}</ul></section>"

@@ -91,7 +91,7 @@ def test_dump_yaml_round_trips(tmp_path):
         (MINIMAL + "split: {optimize: [a], heldout: [a]}\n", "split", "'a' is in both optimize and heldout"),
         (MINIMAL + "dataset: {name: longmemeval}\n", "dataset", "longmemeval needs dataset.path"),
         (MINIMAL + "attribution: {max_frontier: -1}\n", "attribution.max_frontier", "greater than 0"),
-        (MINIMAL + "eval: {judge: gpt}\n", "eval.judge", "Input should be 'llm' or 'deterministic'"),
+        (MINIMAL + "eval: {judge: gpt}\n", "eval.judge", "Input should be 'llm', 'deterministic' or 'hybrid'"),
     ],
 )
 def test_validation_errors_name_file_and_field(tmp_path, text, field, message):

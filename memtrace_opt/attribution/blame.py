@@ -3,7 +3,8 @@
 The optimizer, the report and the benchmark read nothing else from attribution: which question
 failed, what kind of memory error it was, which operation is the earliest decisive faulty one, which
 prompt component that op used (``None`` when the op has no prompt, e.g. vector retrieval: such blame
-is counted as unoptimizable), why, and what the attribution cost.
+is counted as unoptimizable), why, and what the attribution cost. ``error_type`` is None only for a
+failed attribution (an LLM method whose reply could not be read): recorded, never raised.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class BlameSignal:
     question: str
     gold: str
     prediction: str
-    error_type: str
+    error_type: str | None
     op_id: str | None
     prompt_component: str | None
     reason: str

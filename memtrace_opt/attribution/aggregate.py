@@ -1,0 +1,62 @@
+"""Blame grouped by prompt component: the optimizer's input.
+
+An optimizer can only change prompts, so blame is grouped by the prompt component of the blamed
+op: how many failures, of which error types, example reasons, the cases, and the blamed ops'
+subgraphs in compact form (what the op read and wrote) for the reflection step. Blame on ops
+without a prompt (vector retrieval, a store write, an AnnotationError with no op) is counted apart
+as ``unoptimizable``; failed attributions (no error type) as ``unattributed``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Mapping, Sequence
+
+from memtrace_opt.attribution.blame import BlameSignal
+from memtrace_opt.attribution.view import compact_op
+from memtrace_opt.graph.model import MemoryGraph
+
+__all__ = ["aggregate"]
+
+
+def aggregate(signals: Sequence[BlameSignal], graphs: Mapping[str, MemoryGraph] | None = None, *,
+              max_examples: int = 5) -> dict[str, Any]:
+    """``{"total", "components": {name: {...}}, "unoptimizable": {...}, "unattributed": {...}}``.
+
+    ``graphs`` maps a case id to the graph its blame refers to (for the op subgraphs); cases
+    without one get no subgraph.
+
+    >>> s = BlameSignal("c/q1", "q", "g", "p", "RetrievalError", "answer:q1/search#0", None, "missed")
+    >>> aggregate([s])["unoptimizable"]["count"]
+    1
+    """
+    components: dict[str, dict[str, Any]] = {}
+    unopt = _group()
+    unattributed: dict[str, Any] = {"count": 0, "case_ids": [], "reasons": []}
+    for s in signals:
+        if s.error_type is None:
+            unattributed["count"] += 1
+            unattributed["case_ids"].append(s.case_id)
+            _example(unattributed["reasons"], s.reason, max_examples)
+            continue
+        group = components.setdefault(s.prompt_component, _group()) if s.prompt_component else unopt
+        group["count"] += 1
+        group["error_types"][s.error_type] += 1
+        group["case_ids"].append(s.case_id)
+        _example(group["reasons"], s.reason, max_examples)
+        graph = (graphs or {}).get(s.case_id)
+        if graph is not None and s.op_id in graph.ops and len(group["op_subgraphs"]) < max_examples:
+            group["op_subgraphs"].append(compact_op(graph, graph.ops[s.op_id]))
+    for group in [*components.values(), unopt]:
+        group["error_types"] = dict(group["error_types"])
+    ordered = dict(sorted(components.items(), key=lambda kv: (-kv[1]["count"], kv[0])))
+    return {"total": len(signals), "components": ordered, "unoptimizable": unopt, "unattributed": unattributed}
+
+
+def _group() -> dict[str, Any]:
+    return {"count": 0, "error_types": Counter(), "reasons": [], "case_ids": [], "op_subgraphs": []}
+
+
+def _example(reasons: list[str], reason: str, limit: int) -> None:
+    if len(reasons) < limit and reason not in reasons:
+        reasons.append(reason)

@@ -1,0 +1,83 @@
+"""Building the benchmark's cases from one recorded conversation run.
+
+Correctly answered questions become injected cases (one per error type the graph allows, while
+that system × type is under its quota); failed ones become real cases where their ground truth is
+unambiguous. Every skip is counted by reason, so the report says how many cases each type lacked
+and why (for instance: no update of a unit that already held the evidence — Mem0 with a small
+model mostly ADDs).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from memtrace_opt.attribution.bench import BenchCase, label_real_failures
+from memtrace_opt.attribution.failures import collect_cases
+from memtrace_opt.attribution.inject import INJECTABLE, inject_case, plan_injections
+from memtrace_opt.graph import MemoryGraph
+from memtrace_opt.graph.replay import Rerun
+from memtrace_opt.lm.base import LMClient
+
+__all__ = ["CaseBuilder"]
+
+
+@dataclass
+class CaseBuilder:
+    """Accumulates cases over runs, with a quota per (system, error type) for injected ones."""
+
+    per_type: int
+    max_real: int = 50
+    types: Sequence[str] = INJECTABLE
+    cases: list[BenchCase] = field(default_factory=list)
+    skipped: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
+    _count: Counter = field(default_factory=Counter)
+
+    def add_run(self, graph: MemoryGraph, qas: Sequence[Any], rerun: Rerun, lms: Mapping[str, LMClient], *,
+                system: str, real: bool = True) -> None:
+        """Inject faults into the run's correct answers; label its failures (when ``real``)."""
+        judged = collect_cases(graph, qas)
+        for case in judged:
+            if not case.failed and case.score is not None:
+                self._inject(graph, case, rerun, lms, system, qas)
+        if real:
+            self._real(graph, judged, rerun, system)
+
+    def _inject(self, graph, case, rerun, lms, system, qas) -> None:
+        wanted = [t for t in self.types if self._count[(system, t)] < self.per_type]
+        if not wanted:
+            return
+        plans, skipped = plan_injections(graph, case, types=wanted)
+        for error_type, why in skipped.items():
+            self.skipped[f"{system}/{error_type}"][why] += 1
+        qa = next((q for q in qas if getattr(q, "id", None) == case.qa_id), None)
+        for injection in plans:
+            result = inject_case(graph, case, injection, rerun, lms, qa=qa)
+            if isinstance(result, str):
+                self.skipped[f"{system}/{injection.error_type}"][_short(result)] += 1
+                continue
+            result.system = system
+            self.cases.append(BenchCase.from_injected(result, injection.overrides, rerun))
+            self._count[(system, injection.error_type)] += 1
+
+    def _real(self, graph, judged, rerun, system) -> None:
+        room = self.max_real - sum(1 for c in self.cases if c.source != "injected")
+        if room <= 0:
+            return
+        labelled, skipped = label_real_failures(graph, judged, system=system, rerun=rerun)
+        self.cases.extend(labelled[:room])
+        for why in skipped.values():
+            self.skipped[f"{system}/real"][_short(why)] += 1
+
+    def full(self, systems: Sequence[str]) -> bool:
+        """Whether every (system, type) quota is met."""
+        return all(self._count[(s, t)] >= self.per_type for s in systems for t in self.types)
+
+    def skipped_summary(self) -> dict[str, dict[str, int]]:
+        return {k: dict(v) for k, v in sorted(self.skipped.items())}
+
+
+def _short(reason: str) -> str:
+    """A skip reason without case-specific text (so reasons group)."""
+    return reason.split(" (", 1)[0].split(":", 1)[0] if reason.startswith(("still", "ambiguous", "replay")) else reason

@@ -1,0 +1,221 @@
+""""Does this value still hold that piece of evidence?" — the content test tracing is built on.
+
+Tracing follows a fact (one evidence message) through extraction, memory units, updates, deletions
+and retrieval; at every step it must decide whether a value still carries the fact. That decision
+is a pluggable :class:`ContentJudge`:
+
+- :class:`TokenJudge` is deterministic and free: normalised overlap of the gold answer's tokens
+  (when the evidence message contains them) or, failing that, of the evidence's key tokens. It says
+  ``None`` (inconclusive) in the grey zone instead of guessing, unless asked to decide.
+- :class:`LLMContentJudge` asks an LM (JSON-schema constrained) and caches by (fact, text).
+- :class:`CascadeJudge` uses the token test where it is conclusive and the LM only in the grey zone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Protocol
+
+from memtrace_opt.attribution.text import content_tokens, value_items, value_text
+from memtrace_opt.lm.base import LMClient
+
+__all__ = ["CascadeJudge", "ContentJudge", "Fact", "Holding", "LLMContentJudge", "TokenJudge", "make_fact"]
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One piece of information the answer needs: an evidence message and the tokens that identify it.
+
+    ``gold_tokens`` are the gold answer's tokens that this message itself contains (empty when the
+    answer is inferred, e.g. a date computed from "last Saturday"); ``key_tokens`` weight the
+    message's content words, question and gold words double.
+    """
+
+    id: str
+    text: str
+    question: str
+    gold: str
+    gold_tokens: frozenset[str]
+    key_tokens: Mapping[str, float]
+    drop: frozenset[str] = frozenset()
+
+
+def make_fact(var_id: str, value: Any, question: str, gold: str, *, speakers: tuple[str, ...] = ()) -> Fact:
+    """The fact carried by evidence variable ``var_id`` (usually a ``message:<turn>`` variable)."""
+    speaker = value.get("speaker") if isinstance(value, dict) else None
+    drop = tuple(speakers) + ((speaker,) if isinstance(speaker, str) else ())
+    text = value_text(value)
+    msg = content_tokens(text, drop=drop)
+    q, g = content_tokens(question, drop=drop), content_tokens(gold, drop=drop)
+    weights = {t: (2.0 if t in q or t in g else 1.0) for t in msg}
+    return Fact(var_id, text, question, gold, frozenset(g & msg), weights, content_tokens(" ".join(drop)))
+
+
+@dataclass(frozen=True)
+class Holding:
+    """A content verdict: ``holds`` True/False, or None when the judge cannot tell."""
+
+    holds: bool | None
+    score: float
+    reason: str
+    method: str = "tokens"
+
+
+class ContentJudge(Protocol):
+    """Decides whether a graph value still carries a fact."""
+
+    def holds(self, fact: Fact, value: Any) -> Holding: ...
+
+
+@dataclass
+class TokenJudge:
+    """Deterministic token-overlap test. ``decide`` resolves the grey zone by score (no ``None``)."""
+
+    hold_at: float = 0.6
+    miss_below: float = 0.25
+    decide: bool = True
+
+    def holds(self, fact: Fact, value: Any) -> Holding:
+        items = [t for t in value_items(value) if t and t.strip()]
+        if not items:
+            return Holding(False, 0.0, "empty value")
+        if fact.gold_tokens:
+            return self._by_gold(fact, items)
+        return self._by_key(fact, items)
+
+    def _by_gold(self, fact: Fact, items: list[str]) -> Holding:
+        """Gold-token coverage, counted in full only where the item also shares a key word of the
+        evidence: "Biscuit says hello" does not carry "I adopted a cat called Biscuit" for
+        "What is the name of Priya's cat?"."""
+        others = {t: w for t, w in fact.key_tokens.items() if t not in fact.gold_tokens}
+        support = {t for t, w in others.items() if w > 1.0} or set(others)  # question words when there are any
+        best, supported = 0.0, False
+        for text in items:
+            toks = content_tokens(text)
+            ok = not support or bool(toks & support)
+            supported = supported or ok
+            best = max(best, _share(fact.gold_tokens, toks) * (1.0 if ok else 0.3))
+        joined = _share(fact.gold_tokens, content_tokens("\n".join(items))) * (0.9 if supported else 0.3)
+        score = max(best, joined)
+        return self._verdict(score, f"gold tokens {sorted(fact.gold_tokens)} covered {score:.2f}")
+
+    def _by_key(self, fact: Fact, items: list[str]) -> Holding:
+        total = sum(fact.key_tokens.values()) or 1.0
+        best = 0.0
+        for text in items:
+            toks = content_tokens(text) - fact.drop
+            overlap = toks & fact.key_tokens.keys()
+            recall = sum(fact.key_tokens[t] for t in overlap) / total
+            relevant = any(fact.key_tokens[t] > 1.0 for t in overlap)
+            precision = len(overlap) / len(toks) if toks and len(overlap) >= 2 and relevant else 0.0
+            best = max(best, recall, 0.8 * precision)
+        return self._verdict(best, f"evidence key tokens covered {best:.2f}")
+
+    def _verdict(self, score: float, reason: str) -> Holding:
+        if score >= self.hold_at:
+            return Holding(True, score, reason)
+        if score < self.miss_below:
+            return Holding(False, score, reason)
+        if self.decide:
+            return Holding(score >= (self.hold_at + self.miss_below) / 2, score, reason + " (grey zone)")
+        return Holding(None, score, reason + " (inconclusive)")
+
+
+def _share(wanted: frozenset[str], have: frozenset[str]) -> float:
+    return len(wanted & have) / len(wanted) if wanted else 0.0
+
+
+HOLDS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"reason": {"type": "string"}, "holds": {"type": "boolean"}},
+    "required": ["reason", "holds"],
+}
+
+HOLDS_PROMPT = """You check whether a piece of stored memory still carries a specific piece of information.
+Question: {question}
+Gold answer: {gold}
+Evidence (the original message): {evidence}
+Memory text:
+{text}
+
+Does the memory text carry the information of the evidence that is needed to answer the question
+(same meaning counts; paraphrase is fine)? Reply as JSON {{"reason": "<one sentence>", "holds": true|false}}."""
+
+
+class LLMContentJudge:
+    """Asks ``lm`` whether a value holds a fact; results are cached by (fact id, text)."""
+
+    def __init__(self, lm: LMClient, *, max_chars: int = 2400) -> None:
+        self.lm = lm
+        self.max_chars = max_chars
+        self._cache: dict[tuple[str, str], Holding] = {}
+
+    def holds(self, fact: Fact, value: Any) -> Holding:
+        text = value_text(value)[: self.max_chars]
+        key = (fact.id, text)
+        if key not in self._cache:
+            self._cache[key] = self._ask(fact, text)
+        return self._cache[key]
+
+    def _ask(self, fact: Fact, text: str) -> Holding:
+        if not text.strip():
+            return Holding(False, 0.0, "empty value", "llm")
+        prompt = HOLDS_PROMPT.format(question=fact.question, gold=fact.gold, evidence=fact.text, text=text)
+        reply = self.lm.chat([{"role": "user", "content": prompt}], max_tokens=160, temperature=0.0,
+                             json_schema=HOLDS_SCHEMA)
+        verdict = parse_bool_field(reply.text, "holds")
+        if verdict is None:
+            return Holding(None, 0.5, f"unparsable content-judge reply {reply.text[:80]!r}", "llm")
+        return Holding(verdict, 1.0 if verdict else 0.0, _reason(reply.text), "llm")
+
+
+def parse_bool_field(text: str, field: str) -> bool | None:
+    """``field`` of a JSON object in ``text`` as a bool; tolerant of fences, prose and yes/no strings."""
+    obj = parse_json_object(text)
+    if obj is not None and field in obj:
+        raw = obj[field]
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.strip().lower() in ("true", "yes", "false", "no"):
+            return raw.strip().lower() in ("true", "yes")
+    m = re.search(rf'"?{field}"?\s*[:=]\s*"?(true|false|yes|no)', text, re.IGNORECASE)
+    return m.group(1).lower() in ("true", "yes") if m else None
+
+
+def parse_json_object(text: str) -> dict[str, Any] | None:
+    """The first JSON object in ``text`` (code fences and surrounding prose allowed), or None."""
+    start = text.find("{")
+    while start != -1:
+        depth = 0
+        for i in range(start, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            if depth == 0:
+                try:
+                    obj = json.loads(text[start: i + 1])
+                except json.JSONDecodeError:
+                    break
+                return obj if isinstance(obj, dict) else None
+        start = text.find("{", start + 1)
+    return None
+
+
+def _reason(text: str) -> str:
+    obj = parse_json_object(text) or {}
+    return str(obj.get("reason") or obj.get("explanation") or "")[:300]
+
+
+@dataclass
+class CascadeJudge:
+    """The token test where it is conclusive; the LM judge only in its grey zone."""
+
+    tokens: TokenJudge
+    llm: ContentJudge | None = None
+
+    def holds(self, fact: Fact, value: Any) -> Holding:
+        quick = TokenJudge(self.tokens.hold_at, self.tokens.miss_below, decide=False).holds(fact, value)
+        if quick.holds is not None or self.llm is None:
+            return quick if quick.holds is not None else self.tokens.holds(fact, value)
+        slow = self.llm.holds(fact, value)
+        return slow if slow.holds is not None else self.tokens.holds(fact, value)

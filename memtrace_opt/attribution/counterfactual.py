@@ -1,0 +1,228 @@
+"""Counterfactual verification: fix the blamed op's output, replay, and see whether the answer is rescued.
+
+Each candidate carries the fix its error type calls for, applied as a replay override in the shape
+the op recorded: the evidence fact added to an extraction's output (a list gets one more item, a
+text one more line); the pre-update unit value restored; a deleted unit kept (a tombstone cannot
+carry a value, so the pre-deletion value is put back where this question's retrieval reads the
+store); the evidence-bearing unit added to the retrieved context. A ResponseError has no
+meaningful fix short of handing the model the gold answer: it is recorded as not applicable.
+
+Replay re-runs only what the override changes, including the judge, so "rescued" means the re-judged
+score is 1. Among candidates (earliest first), the earliest whose fix rescues is chosen.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from memtrace_opt.attribution.blame import BlameSignal
+from memtrace_opt.attribution.cost import CostMeter
+from memtrace_opt.attribution.failures import FailureCase, judgement_score
+from memtrace_opt.attribution.tracing import Candidate, TracingAttributor, blame_from
+from memtrace_opt.attribution.view import answer_ops
+from memtrace_opt.graph import MemoryGraph, Overrides, replay
+from memtrace_opt.graph.model import MEMORY_UNIT, RETRIEVED
+from memtrace_opt.graph.replay import Rerun
+from memtrace_opt.lm.base import LMClient
+
+__all__ = ["CounterfactualAttributor", "Verdict", "add_record", "build_fix", "inject_text", "merge_overrides", "verify"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What replaying one candidate's fix did."""
+
+    candidate: Candidate
+    applicable: bool
+    rescued: bool | None
+    new_answer: str | None = None
+    note: str = ""
+    lm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+def inject_text(value: Any, text: str, *, template: Any = None) -> Any:
+    """``value`` with ``text`` added in its own shape: one more list item, one more line, a longer text field.
+
+    An empty list gives no shape to copy; ``template`` (an item of the same op's output elsewhere in
+    the run) does.
+    """
+    if isinstance(value, list):
+        model = value[0] if value else template
+        if isinstance(model, dict):
+            return [*value, _record_like(model, text)]
+        return [*value, text]
+    if isinstance(value, dict):
+        for key in ("facts", "memories", "records", "items"):
+            if isinstance(value.get(key), list):
+                return {**value, key: inject_text(value[key], text)}
+        return _record_like(value, f"{_dict_text(value)}\n{text}".strip())
+    if isinstance(value, str) or value is None:
+        return f"{value or ''}\n{text}".strip()
+    return value
+
+
+def add_record(context: Any, unit_value: Any) -> Any:
+    """``context`` (a list of records, or a text) with the unit ``unit_value`` added first."""
+    text = unit_value.get("text", "") if isinstance(unit_value, dict) else str(unit_value)
+    if isinstance(context, list):
+        if context and isinstance(context[0], dict):
+            rec = _record_like(context[0], text)
+            if isinstance(unit_value, dict):
+                rec.update({k: v for k, v in unit_value.items() if k in context[0]})
+            return [rec, *context]
+        if not context and isinstance(unit_value, dict):
+            return [dict(unit_value)]
+        return [text, *context]
+    return inject_text(context, text)
+
+
+def _record_like(template: dict, text: str) -> dict:
+    rec = copy.deepcopy(template)
+    key = next((k for k in ("text", "memory", "content", "fact") if k in rec), "text")
+    rec[key] = text
+    return rec
+
+
+def _dict_text(value: dict) -> str:
+    return next((value[k] for k in ("text", "memory", "content", "fact") if isinstance(value.get(k), str)), "")
+
+
+def build_fix(graph: MemoryGraph, case: FailureCase, cand: Candidate) -> tuple[Overrides, str] | None:
+    """The replay overrides applying ``cand``'s fix and the op they start from; None when not applicable."""
+    kind = cand.fix.get("kind")
+    if kind == "inject" and cand.op_id in graph.ops:
+        role, vid = _content_output(graph, cand.op_id)
+        if role is None:
+            return None
+        new = inject_text(graph.value(vid), cand.fix["text"], template=_item_template(graph, cand.op_id, role))
+        return Overrides(op_outputs={cand.op_id: {role: new}}), cand.op_id
+    if kind == "restore":
+        return _restore(graph, case, cand)
+    if kind == "add_record" and cand.op_id in graph.ops:
+        role, vid = _content_output(graph, cand.op_id)
+        if role is None:
+            return None
+        return Overrides(op_outputs={cand.op_id: {role: add_record(graph.value(vid), cand.fix["value"])}}), cand.op_id
+    return None
+
+
+def _content_output(graph: MemoryGraph, op_id: str) -> tuple[str | None, str | None]:
+    """The output role of ``op_id`` holding content (a list, text or record), preferring retrieved contexts."""
+    op = graph.ops[op_id]
+    roles = sorted(op.outputs.items(), key=lambda rv: graph.variables[rv[1]].category != RETRIEVED)
+    for role, vid in roles:
+        if isinstance(graph.value(vid), (list, str, dict)):
+            return role, vid
+    return None, None
+
+
+def _item_template(graph: MemoryGraph, op_id: str, role: str) -> Any:
+    """An item of a non-empty list that another run of the same op produced under ``role``."""
+    name = graph.ops[op_id].name
+    for op in graph.ops.values():
+        if op.name == name and role in op.outputs:
+            value = graph.value(op.outputs[role])
+            if isinstance(value, list) and value:
+                return value[0]
+    return None
+
+
+def _restore(graph: MemoryGraph, case: FailureCase, cand: Candidate) -> tuple[Overrides, str] | None:
+    executor, var = cand.fix.get("executor"), cand.fix["var"]
+    op = graph.ops.get(executor or "")
+    if op is not None and not graph.variables[var].deleted:
+        role = next(r for r, v in op.outputs.items() if v == var)
+        return Overrides(op_outputs={op.id: {role: cand.fix["value"]}}), op.id
+    for ans_op in answer_ops(graph, case.qa_id):  # keep the deleted unit where this question reads the store
+        for role, ids in ans_op.inputs.items():
+            if ids and role != "_previous" and all(graph.variables[i].category == MEMORY_UNIT for i in ids):
+                values = [graph.value(i) for i in ids] + [cand.fix["value"]]
+                return Overrides(op_inputs={ans_op.id: {role: values}}), ans_op.id
+    target = graph.producer.get(case.retrieved_var or "")
+    if target is None:
+        return None
+    role, vid = _content_output(graph, target)
+    return Overrides(op_outputs={target: {role: add_record(graph.value(vid), cand.fix["value"])}}), target
+
+
+def merge_overrides(base: Overrides, extra: Overrides) -> Overrides:
+    """``base`` with ``extra`` on top (per op and role, ``extra`` wins)."""
+    def merged(a: Mapping[str, Mapping[str, Any]], b: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+        out = {op: dict(roles) for op, roles in a.items()}
+        for op, roles in b.items():
+            out.setdefault(op, {}).update(roles)
+        return out
+
+    return Overrides(prompts={**base.prompts, **extra.prompts}, op_outputs=merged(base.op_outputs, extra.op_outputs),
+                     op_inputs=merged(base.op_inputs, extra.op_inputs))
+
+
+def verify(graph: MemoryGraph, case: FailureCase, cand: Candidate, rerun: Rerun,
+           lms: Mapping[str, LMClient], *, base: Overrides | None = None) -> Verdict:
+    """Replay ``graph`` with ``cand``'s fix and re-judge ``case``'s answer.
+
+    ``base`` are overrides the recorded run itself was made with (an injected fault): replay must
+    re-apply them, or ops that are never memoized would silently undo the fault.
+    """
+    fix = build_fix(graph, case, cand)
+    if fix is None:
+        return Verdict(cand, False, None, note=f"no counterfactual fix for {cand.error_type}")
+    overrides, start = fix
+    if base is not None and not base.is_empty():
+        overrides = merge_overrides(base, overrides)
+    try:
+        result = replay(graph, rerun, from_op=start, overrides=overrides, lms=lms)
+    except Exception as err:  # a system that cannot replay this fix: recorded on the verdict, not raised
+        return Verdict(cand, True, None, note=f"replay failed: {type(err).__name__}: {err}")
+    new = result.graph
+    executed = [new.ops[o] for o in result.stats.executed if o in new.ops]
+    calls = [c for op in executed for c in op.lm_calls]
+    answer = new.value(new.latest_id(f"answer:{case.qa_id}")) if f"answer:{case.qa_id}" in new.latest else None
+    judged = f"judgement:{case.qa_id}"
+    score = judgement_score(new.value(new.latest_id(judged))) if judged in new.latest else None
+    return Verdict(cand, True, score == 1, None if answer is None else str(answer),
+                   f"replayed from {start}; new answer {answer!r}, score {score}",
+                   result.stats.lm_calls, sum(c.prompt_tokens for c in calls), sum(c.completion_tokens for c in calls))
+
+
+@dataclass
+class CounterfactualAttributor:
+    """Tracing, then counterfactual replay of up to ``max_candidates`` candidates to choose and score them."""
+
+    tracing: TracingAttributor
+    rerun: Rerun
+    lms: Mapping[str, LMClient]
+    max_candidates: int = 3
+    name: str = "tracing+cf"
+    base: Overrides = field(default_factory=Overrides)
+
+    def attribute(self, graph: MemoryGraph, case: FailureCase) -> BlameSignal:
+        meter = CostMeter(self.tracing.meters).start()
+        result = self.tracing.trace(graph, case)
+        verdicts = []
+        for cand in result.candidates[: self.max_candidates]:
+            verdict = verify(graph, case, cand, self.rerun, self.lms, base=self.base)
+            if verdict.applicable:
+                meter.add_replay(verdict.lm_calls, verdict.prompt_tokens, verdict.completion_tokens)
+            verdicts.append(verdict)
+            if verdict.rescued:
+                break
+        chosen, rescued, confidence = _choose(result.candidates, verdicts)
+        notes = "; ".join(f"{v.candidate.error_type}@{v.candidate.op_id}: {v.note}" for v in verdicts)
+        signal = blame_from(graph, case, chosen, method=self.name, evidence=tuple(result.facts),
+                            confidence=confidence, counterfactual_rescued=rescued, cost=meter.cost())
+        return replace(signal, reason=f"{signal.reason} [counterfactual: {notes}]" if notes else signal.reason)
+
+
+def _choose(candidates: list[Candidate], verdicts: list[Verdict]) -> tuple[Candidate, bool | None, float]:
+    for v in verdicts:
+        if v.rescued:
+            return v.candidate, True, 0.95
+    first = verdicts[0] if verdicts else None
+    if first is None or not first.applicable or first.rescued is None:
+        return candidates[0], None, 0.6
+    return candidates[0], False, 0.4

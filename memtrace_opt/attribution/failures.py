@@ -1,0 +1,164 @@
+"""The failed questions of a run: what attribution works on.
+
+A question failed when its ``judgement:<qa id>`` says score 0. Each :class:`FailureCase` carries what
+every attribution method needs: question, gold, prediction, the annotated evidence turn ids and the
+dataset's flags (``audit_wrong_gold`` makes a case an AnnotationError without tracing), and the ids
+of the question's answer, retrieved context, answer op, judge op and slice.
+
+Question metadata is looked up in this order: the ``qas`` argument (dataset QA objects or dicts),
+``graph.meta["qa"][qa_id]``, the ``gold:<qa id>`` variable (a string or a dict), the answer session's
+meta. So a graph alone is enough when the run recorded its questions' metadata.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping
+
+from memtrace_opt.attribution.view import question_slice
+from memtrace_opt.graph.model import MemoryGraph
+
+__all__ = ["FailureCase", "collect_cases", "collect_failures", "judgement_score", "qa_index"]
+
+
+@dataclass(frozen=True)
+class FailureCase:
+    """One judged question of one conversation graph (a failure when ``score == 0``)."""
+
+    qa_id: str
+    question: str
+    gold: str
+    prediction: str
+    score: int | None
+    evidence: tuple[str, ...] = ()
+    flags: frozenset[str] = frozenset()
+    corrected_answer: str | None = None
+    conversation: str | None = None
+    system: str | None = None
+    answer_var: str | None = None
+    retrieved_var: str | None = None
+    qa_op: str | None = None
+    judge_op: str | None = None
+    slice_ops: tuple[str, ...] = ()
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def case_id(self) -> str:
+        """Unique across conversations: ``<conversation>/<qa id>`` (qa ids that already start so are kept)."""
+        if not self.conversation or self.qa_id.startswith(f"{self.conversation}/"):
+            return self.qa_id
+        return f"{self.conversation}/{self.qa_id}"
+
+    @property
+    def failed(self) -> bool:
+        return self.score == 0
+
+    def evidence_vars(self, graph: MemoryGraph) -> list[str]:
+        """The message variables of the annotated evidence turns present in ``graph``."""
+        out = []
+        for turn in self.evidence:
+            name = f"message:{turn}"
+            if name in graph.latest:
+                out.append(graph.latest_id(name))
+        return out
+
+    def with_(self, **changes: Any) -> "FailureCase":
+        return replace(self, **changes)
+
+
+def qa_index(qas: Mapping[str, Any] | Iterable[Any] | None) -> dict[str, Any]:
+    """QA objects or dicts keyed by id."""
+    if qas is None:
+        return {}
+    if isinstance(qas, Mapping):
+        return dict(qas)
+    return {_get(q, "id"): q for q in qas}
+
+
+def judgement_score(value: Any) -> int | None:
+    """The 0/1 score of a judgement value (a dict with ``score`` or ``label``, or a bare number)."""
+    if isinstance(value, dict):
+        if value.get("score") is not None:
+            return int(float(value["score"]) >= 0.5)
+        label = str(value.get("label", "")).upper()
+        return {"CORRECT": 1, "WRONG": 0}.get(label)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value >= 0.5)
+    if isinstance(value, bool):
+        return int(value)
+    return None
+
+
+def collect_cases(graph: MemoryGraph, qas: Mapping[str, Any] | Iterable[Any] | None = None) -> list[FailureCase]:
+    """Every judged question of ``graph`` (failed or not), in answering order."""
+    index = qa_index(qas)
+    cases = []
+    for rec in graph.sessions.values():
+        if rec.kind != "answer":
+            continue
+        qa_id = str(rec.meta.get("qa_id") or rec.id.removeprefix("answer:"))
+        case = build_case(graph, qa_id, index.get(qa_id), rec.meta)
+        if case is not None:
+            cases.append(case)
+    return cases
+
+
+def collect_failures(graph: MemoryGraph, qas: Mapping[str, Any] | Iterable[Any] | None = None) -> list[FailureCase]:
+    """The failed questions (judge score 0) of ``graph``."""
+    return [c for c in collect_cases(graph, qas) if c.failed]
+
+
+def build_case(graph: MemoryGraph, qa_id: str, qa: Any = None, session_meta: Mapping[str, Any] | None = None
+               ) -> FailureCase | None:
+    """The case of question ``qa_id``, or None when it was never answered or judged."""
+    answer_name, judge_name = f"answer:{qa_id}", f"judgement:{qa_id}"
+    if answer_name not in graph.latest or judge_name not in graph.latest:
+        return None
+    meta = _merged_meta(graph, qa_id, qa, session_meta or {})
+    answer_id = graph.latest_id(answer_name)
+    judge_id = graph.latest_id(judge_name)
+    retrieved = f"retrieved:{qa_id}"
+    qa_op = graph.producer.get(answer_id)
+    judge_op = graph.producer.get(judge_id)
+    return FailureCase(
+        qa_id=qa_id,
+        question=str(meta.get("question") or _question(graph, qa_id)),
+        gold=str(meta.get("answer", meta.get("gold", ""))),
+        prediction=str(graph.value(answer_id) or ""),
+        score=judgement_score(graph.value(judge_id)),
+        evidence=tuple(meta.get("evidence") or ()),
+        flags=frozenset(meta.get("flags") or ()),
+        corrected_answer=meta.get("corrected_answer"),
+        conversation=graph.meta.get("conversation") or graph.meta.get("conversation_id"),
+        system=graph.meta.get("system"),
+        answer_var=answer_id,
+        retrieved_var=graph.latest_id(retrieved) if retrieved in graph.latest else None,
+        qa_op=qa_op,
+        judge_op=judge_op,
+        slice_ops=tuple(op.id for op in question_slice(graph, qa_id)),
+        meta={k: meta[k] for k in ("category",) if k in meta},
+    )
+
+
+def _merged_meta(graph: MemoryGraph, qa_id: str, qa: Any, session_meta: Mapping[str, Any]) -> dict[str, Any]:
+    merged: dict[str, Any] = {k: v for k, v in session_meta.items() if v is not None}
+    gold_name = f"gold:{qa_id}"
+    if gold_name in graph.latest:
+        gold = graph.value(graph.latest_id(gold_name))
+        merged.update(gold if isinstance(gold, dict) else {"answer": gold})
+    merged.update((graph.meta.get("qa") or {}).get(qa_id) or {})
+    if qa is not None:
+        for key in ("question", "answer", "evidence", "flags", "corrected_answer", "category"):
+            val = _get(qa, key)
+            if val is not None:
+                merged[key] = val
+    return merged
+
+
+def _question(graph: MemoryGraph, qa_id: str) -> str:
+    name = f"question:{qa_id}"
+    return str(graph.value(graph.latest_id(name))) if name in graph.latest else ""
+
+
+def _get(obj: Any, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)

@@ -1,0 +1,215 @@
+"""``memtrace-opt attribute RUN_DIR``: blame every failed question of a run on its earliest decisive faulty op.
+
+Reads the run's graphs (and, through its saved config, the dataset's evidence annotations and audit
+flags), attributes each failed question with the chosen method, verifies tracing's blame by
+counterfactual replay unless ``--no-counterfactual``, and writes ``RUN_DIR/blame.json``
+(``{"signals": [BlameSignal dicts], "aggregate": {...}}``) and a summary table.
+
+Tests run it without a model through :func:`injected`, which supplies the LM clients (and system
+resources such as a fake embedder) for the duration of a ``with`` block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from memtrace_opt.errors import ConfigError, DatasetError
+
+__all__ = ["METHODS", "attribute_run", "build_lms", "injected", "load_conversations", "load_run", "make_method",
+           "pick_embed", "register"]
+
+METHODS = ("tracing", "flat_log", "all_at_once", "step_by_step", "binary_search")
+_INJECTED: dict[str, Any] | None = None
+
+
+@contextmanager
+def injected(lms: Mapping[str, Any], resources: Mapping[str, Any] | None = None) -> Iterator[None]:
+    """Use these LM clients (``task``, ``judge``, optionally ``attribution``) instead of building the configured ones."""
+    global _INJECTED
+    previous, _INJECTED = _INJECTED, {"lms": dict(lms), "resources": dict(resources or {})}
+    try:
+        yield
+    finally:
+        _INJECTED = previous
+
+
+def build_lms(cfg: Any, cache_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(lms by role, resources)``: injected ones, or built from ``cfg.models`` (attribution uses reflection)."""
+    if _INJECTED is not None:
+        lms = dict(_INJECTED["lms"])
+        lms.setdefault("attribution", lms.get("task"))
+        return lms, dict(_INJECTED["resources"])
+    if cfg is None:
+        raise ConfigError("config.yaml", None, "an LM is needed (counterfactual replay or an LLM method) but the run "
+                                               "directory has no config.yaml naming models; use --no-counterfactual")
+    from memtrace_opt.lm.factory import build_roles
+
+    roles = build_roles(cfg.models.task, cfg.models.judge, cfg.models.reflection, cache_dir=cfg.cache_dir or cache_dir)
+    return {"task": roles.task, "judge": roles.judge, "attribution": roles.reflection}, {}
+
+
+def load_conversations(cfg: Any) -> dict[str, Any]:
+    """The run's conversations by id (from its dataset config)."""
+    from memtrace_opt.data import load_dataset, select
+
+    d = cfg.dataset
+    ds = load_dataset(d.name, d.path, audit_path=d.audit_path, include_adversarial=d.include_adversarial)
+    return {c.id: c for c in select(ds, d.conversations, d.max_sessions, d.max_questions).conversations}
+
+
+def load_run(run_dir: Path) -> tuple[Any, list[Any], dict[str, Any], list[str]]:
+    """``(config or None, graphs, conversations by id, notes)`` of a run directory."""
+    from memtrace_opt import run_dir as rd
+    from memtrace_opt.graph.io_json import load_json
+
+    paths = rd.list_graphs(run_dir)
+    if not paths:
+        raise DatasetError(str(run_dir), None, "no graphs/*.jsonl.gz: run `memtrace-opt eval` first")
+    notes: list[str] = []
+    cfg, conversations = None, {}
+    if (run_dir / rd.CONFIG_FILE).exists():
+        cfg = rd.read_config(run_dir)
+        conversations = load_conversations(cfg)
+    else:
+        notes.append("no config.yaml: no dataset annotations, evidence is pseudo-evidence")
+    return cfg, [load_json(p) for p in paths], conversations, notes
+
+
+def pick_embed(embed: Any, resources: Mapping[str, Any]) -> Any:
+    """The pseudo-evidence embedding function: the given one, else the resources' embedder (tests pass a
+    fake one), else MiniLM."""
+    if embed != "default":
+        return embed
+    found = resources.get("embedder")
+    return found.embed if found is not None else "default"
+
+
+def make_method(name: str, lms: Mapping[str, Any] | None, *, evidence: str, max_frontier: int = 16,
+                embed: Any = "default", llm_content: bool = False) -> Any:
+    """An attribution method by name (baselines, and tracing with ``llm_content``, need ``lms["attribution"]``)."""
+    from memtrace_opt.attribution.baselines import make_baseline
+    from memtrace_opt.attribution.evidence import default_embed
+    from memtrace_opt.attribution.tracing import TracingAttributor
+
+    embed_fn = default_embed if embed == "default" else embed
+    if name == "tracing" and not llm_content:
+        return TracingAttributor(evidence=evidence, max_frontier=max_frontier, embed=embed_fn)
+    if name == "tracing":
+        from memtrace_opt.attribution.content import CascadeJudge, LLMContentJudge, TokenJudge
+        from memtrace_opt.attribution.cost import MeteredLM
+
+        if not lms or lms.get("attribution") is None:
+            raise ConfigError("--llm-content", None, "the LLM content judge needs an LM")
+        meter = MeteredLM(lms["attribution"])
+        return TracingAttributor(judge=CascadeJudge(TokenJudge(), LLMContentJudge(meter)), evidence=evidence,
+                                 max_frontier=max_frontier, embed=embed_fn, meters=[meter], name="tracing+llm")
+    if name not in METHODS:
+        raise ConfigError("--method", None, f"unknown method {name!r}; choose one of {', '.join(METHODS)}")
+    if not lms or lms.get("attribution") is None:
+        raise ConfigError("--method", None, f"method {name!r} needs an LM")
+    return make_baseline(name, lms["attribution"], evidence=evidence, embed=embed_fn)
+
+
+def attribute_run(run_dir: str | Path, *, method: str = "tracing", counterfactual: bool = True,
+                  evidence: str = "auto", embed: Any = "default", llm_content: bool = False) -> dict[str, Any]:
+    """Attribute every failed question of the run; writes and returns the ``blame.json`` payload."""
+    from memtrace_opt import run_dir as rd
+    from memtrace_opt.attribution.aggregate import aggregate
+    from memtrace_opt.attribution.counterfactual import CounterfactualAttributor
+    from memtrace_opt.attribution.failures import collect_failures
+
+    root = Path(run_dir)
+    cfg, graphs, conversations, notes = load_run(root)
+    needs_lm = counterfactual or llm_content or method != "tracing"
+    lms, resources = build_lms(cfg, root) if needs_lm else ({}, dict((_INJECTED or {}).get("resources") or {}))
+    base = make_method(method, lms, evidence=evidence, embed=pick_embed(embed, resources), llm_content=llm_content)
+    signals, by_case = [], {}
+    for graph in graphs:
+        conv_id = str(graph.meta.get("conversation_id") or graph.meta.get("conversation") or "")
+        conv = conversations.get(conv_id)
+        attributor = base
+        if counterfactual and method == "tracing":
+            rerun = _rerun(graph, conv, resources, notes)
+            if rerun is not None:
+                attributor = CounterfactualAttributor(base, rerun, {k: v for k, v in lms.items() if v is not None})
+        for case in collect_failures(graph, conv.qa if conv is not None else None):
+            signal = attributor.attribute(graph, case)
+            signals.append(signal)
+            by_case[signal.case_id] = graph
+    payload = {"method": base.name, "counterfactual": counterfactual and method == "tracing", "evidence": evidence,
+               "notes": notes, "signals": [s.to_dict() for s in signals], "aggregate": aggregate(signals, by_case)}
+    rd.write_json(root / "blame.json", payload)
+    return payload
+
+
+def _rerun(graph: Any, conv: Any, resources: Mapping[str, Any], notes: list[str]) -> Any:
+    """The run's driver for replay, or None (with a note) when the conversation is unknown."""
+    from memtrace_opt.systems.runner import make_rerun
+
+    if conv is None:
+        notes.append(f"{graph.meta.get('conversation_id')}: conversation not in the dataset; no counterfactual check")
+        return None
+    wanted = list(graph.meta.get("qa_ids") or [])
+    qas = [q for q in conv.qa if q.id in set(wanted)] if wanted else None
+    return make_rerun(str(graph.meta["system"]), conv, qas, graph.meta.get("settings"),
+                      str(graph.meta.get("judge", "llm")), use_audit=bool(graph.meta.get("use_audit")),
+                      resources=resources)
+
+
+def summary_table(payload: Mapping[str, Any]) -> Any:
+    """Blame per prompt component and error type, as a rich table."""
+    from rich.table import Table
+
+    agg = payload["aggregate"]
+    table = Table(title=f"blame ({payload['method']}{', counterfactual' if payload['counterfactual'] else ''}): "
+                        f"{agg['total']} failed questions")
+    for col in ("prompt component", "failures", "error types"):
+        table.add_column(col, justify="right" if col == "failures" else "left")
+    rows = [(name, g) for name, g in agg["components"].items()] + [("(unoptimizable)", agg["unoptimizable"])]
+    for name, group in rows:
+        types = ", ".join(f"{t} {n}" for t, n in sorted(group["error_types"].items()))
+        table.add_row(name, str(group["count"]), types or "-")
+    if agg["unattributed"]["count"]:
+        table.add_row("(not attributed)", str(agg["unattributed"]["count"]), "-")
+    rescued = [s["counterfactual_rescued"] for s in payload["signals"] if s["counterfactual_rescued"] is not None]
+    if rescued:
+        table.caption = f"counterfactual fix rescued {sum(rescued)}/{len(rescued)} verified blames"
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``attribute`` command to the CLI."""
+
+    @app.command("attribute")
+    def attribute_command(
+        run_dir: Annotated[str, typer.Argument(help="Run directory written by `memtrace-opt eval`.")],
+        method: Annotated[str, typer.Option("--method", help=f"One of: {', '.join(METHODS)}.")] = "tracing",
+        counterfactual: Annotated[bool, typer.Option("--counterfactual/--no-counterfactual",
+                                                     help="Verify tracing's blame by replay (needs the LMs).")] = True,
+        evidence: Annotated[str, typer.Option("--evidence", help="annotated, pseudo or auto.")] = "auto",
+        llm_content: Annotated[bool, typer.Option("--llm-content", help="Tracing asks the LM where the token "
+                                                                        "content test is inconclusive.")] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="Print blame.json instead of a table.")] = False,
+    ) -> None:
+        """Attribute each failed question to its earliest decisive faulty operation; writes RUN_DIR/blame.json."""
+        import json
+
+        from rich.console import Console
+
+        if evidence not in ("annotated", "pseudo", "auto"):
+            raise ConfigError("--evidence", None, f"expected annotated, pseudo or auto, got {evidence!r}")
+        payload = attribute_run(run_dir, method=method, counterfactual=counterfactual, evidence=evidence,
+                                llm_content=llm_content)
+        if as_json:
+            print(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
+            return
+        console = Console()
+        console.print(summary_table(payload))
+        for note in payload["notes"]:
+            console.print(f"note: {note}")
+        console.print(f"wrote {Path(run_dir) / 'blame.json'}")

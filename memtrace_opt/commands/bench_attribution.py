@@ -1,0 +1,164 @@
+"""``memtrace-opt bench-attribution CONFIG``: how well each attribution method finds the faulty op.
+
+Runs each chosen memory system on the config's dataset slice, builds cases with ground truth (fault
+injection into correct answers, unambiguous real failures, audit-flagged gold answers), runs every
+method on the same cases with the same LM, and reports error-type and op-id accuracy with cost per
+case: a JSON file (``{"rows": [...]}``, one row per method with per-system/type/source breakdowns)
+and a table. The cases are exported as a MemTraceBench-style directory.
+
+With the embedded 1.5B model on two cores every system run and every LLM method is slow (see
+NOTES.md §5): size ``--max-cases`` and the dataset slice accordingly, or point ``models`` at a server.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from memtrace_opt.errors import ConfigError
+
+__all__ = ["register", "run_bench", "SYSTEMS"]
+
+SYSTEMS = ("rag", "mem0", "evermemos", "long_context")
+ALL_METHODS = ("tracing", "tracing+llm", "tracing+cf", "flat_log", "all_at_once", "step_by_step", "binary_search")
+
+
+def _split(value: str | None, allowed: tuple[str, ...], option: str) -> list[str] | None:
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [v for v in items if v not in allowed]
+    if bad or not items:
+        raise ConfigError(option, None, f"unknown value {bad[0] if bad else value!r}; choose from {', '.join(allowed)}")
+    return items
+
+
+def _methods(names: list[str], lms: dict[str, Any], evidence: str, embed: Any) -> dict[str, Any]:
+    from memtrace_opt.attribution.counterfactual import CounterfactualAttributor
+    from memtrace_opt.commands.attribute import make_method
+
+    out: dict[str, Any] = {}
+    for name in names:
+        if name == "tracing+cf":
+            tracing = make_method("tracing", lms, evidence=evidence, embed=embed)
+            out[name] = CounterfactualAttributor(tracing, rerun=lambda tracer: None, lms=lms)
+        elif name == "tracing+llm":
+            out[name] = make_method("tracing", lms, evidence=evidence, embed=embed, llm_content=True)
+        else:
+            out[name] = make_method(name, lms, evidence=evidence, embed=embed)
+    return out
+
+
+def _settings(cfg: Any, system: str) -> dict[str, Any]:
+    """The config's settings for its own system; only ``top_k`` carries over to the others."""
+    if system == cfg.system.name:
+        return dict(cfg.system.settings)
+    top_k = cfg.system.settings.get("top_k")
+    return {"top_k": top_k} if top_k is not None else {}
+
+
+def run_bench(config: str, *, systems: list[str] | None = None, methods: list[str] | None = None,
+              max_cases: int = 100, max_real: int = 50, real: bool = True, evidence: str = "annotated",
+              out: str | None = None, export: str | None = None, embed: Any = "default") -> dict[str, Any]:
+    """Build the cases, run the methods, write the JSON and the benchmark directory; returns the payload."""
+    from memtrace_opt.attribution.bench import bench_payload, evidence_recall, export_bench, run_methods
+    from memtrace_opt.attribution.evidence import default_embed
+    from memtrace_opt.attribution.benchcases import CaseBuilder
+    from memtrace_opt.commands.attribute import build_lms, load_conversations, pick_embed
+    from memtrace_opt.config import load_config
+    from memtrace_opt.systems.runner import make_rerun, run_conversation
+
+    cfg = load_config(config)
+    systems = systems or [cfg.system.name]
+    run_dir = cfg.run_dir
+    lms, resources = build_lms(cfg, run_dir)
+    conversations = list(load_conversations(cfg).values())
+    builder = CaseBuilder(per_type=max(1, math.ceil(max_cases / (len(systems) * 5))), max_real=max_real if real else 0)
+    for system in systems:
+        settings = _settings(cfg, system)
+        prompts = dict(cfg.system.prompts) if system == cfg.system.name else None
+        for conv in conversations:
+            if builder.full([system]):
+                break
+            qas = list(conv.scored_qa())
+            run = run_conversation(system, conv, qas, lms=lms, prompts=prompts, settings=settings,
+                                   judge=cfg.eval.judge, resources=resources)
+            rerun = make_rerun(system, conv, qas, settings, cfg.eval.judge, resources=resources)
+            builder.add_run(run.graph, qas, rerun, lms, system=system, real=real)
+    embed_fn = pick_embed(embed, resources)
+    chosen = _methods(methods or list(ALL_METHODS), lms, evidence, embed_fn)
+    results = run_methods(builder.cases, chosen, lms=lms)
+    payload = bench_payload(results, skipped=builder.skipped_summary())
+    payload["pseudo_evidence_recall"] = evidence_recall(builder.cases, default_embed if embed_fn == "default" else embed_fn)
+    payload["config"] = {"systems": systems, "max_cases": max_cases, "evidence": evidence,
+                         "dataset": cfg.dataset.name, "judge": cfg.eval.judge}
+    export_dir = Path(export) if export else run_dir / "attribution_bench"
+    payload["exported"] = [str(p) for p in export_bench(builder.cases, export_dir)]
+    from memtrace_opt import run_dir as rd
+
+    rd.write_json(Path(out) if out else run_dir / "attribution_bench.json", payload)
+    return payload
+
+
+def bench_table(payload: dict[str, Any]) -> Any:
+    """One row per method: accuracies and cost per case, then per-type accuracy columns."""
+    from rich.table import Table
+
+    types = sorted({t for row in payload["rows"] for t in row.get("by_type", {})})
+    table = Table(title=f"attribution benchmark: {payload['cases']} cases "
+                        f"({', '.join(f'{s} {sum(c.values())}' for s, c in payload['case_counts'].items())})")
+    for col in ("method", "type acc", "op acc", "failed", "LM calls", "tokens", "s/case", *types):
+        table.add_column(col, justify="left" if col == "method" else "right")
+
+    def pct(x: Any) -> str:
+        return "-" if x is None else f"{100 * x:.1f}"
+
+    for row in payload["rows"]:
+        by_type = row.get("by_type", {})
+        table.add_row(row["method"], pct(row.get("type_accuracy")), pct(row.get("op_accuracy")), str(row.get("failed", 0)),
+                      f"{row.get('llm_calls_per_case', 0):.1f}", f"{row.get('tokens_per_case', 0):.0f}",
+                      f"{row.get('seconds_per_case', 0):.2f}",
+                      *[f"{pct(by_type[t].get('type_accuracy'))}/{pct(by_type[t].get('op_accuracy'))}" if t in by_type
+                        else "-" for t in types])
+    table.caption = "per-type columns: type accuracy / op accuracy (%)"
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``bench-attribution`` command to the CLI."""
+
+    @app.command("bench-attribution")
+    def bench_command(
+        config: Annotated[str, typer.Argument(help="Run config (YAML): dataset slice, models, judge.")],
+        systems: Annotated[Optional[str], typer.Option("--systems", help=f"Comma list of {', '.join(SYSTEMS)} "
+                                                                         "(default: the config's system).")] = None,
+        methods: Annotated[Optional[str], typer.Option("--methods", help=f"Comma list of {', '.join(ALL_METHODS)}.")] = None,
+        max_cases: Annotated[int, typer.Option("--max-cases", help="Injected cases wanted, over all systems.")] = 100,
+        max_real: Annotated[int, typer.Option("--max-real", help="Real failures with clear ground truth, at most.")] = 50,
+        evidence: Annotated[str, typer.Option("--evidence", help="annotated or pseudo.")] = "annotated",
+        out: Annotated[Optional[str], typer.Option("--out", help="JSON path (default RUN_DIR/attribution_bench.json).")] = None,
+        export: Annotated[Optional[str], typer.Option("--export", help="Benchmark directory to write.")] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Print the JSON instead of the table.")] = False,
+    ) -> None:
+        """Benchmark the attribution methods on injected and real failures with ground truth."""
+        if evidence not in ("annotated", "pseudo"):
+            raise ConfigError("--evidence", None, f"expected annotated or pseudo, got {evidence!r}")
+        payload = run_bench(config, systems=_split(systems, SYSTEMS, "--systems"),
+                            methods=_split(methods, ALL_METHODS, "--methods"), max_cases=max_cases,
+                            max_real=max_real, evidence=evidence, out=out, export=export)
+        if as_json:
+            print(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
+            return
+        from rich.console import Console
+
+        console = Console()
+        console.print(bench_table(payload))
+        recall = payload["pseudo_evidence_recall"]
+        if recall["n"]:
+            console.print(f"pseudo-evidence recall@{recall['k']}: {recall['mean']:.3f} over {recall['n']} cases")
+        for key, reasons in payload["skipped"].items():
+            console.print(f"skipped {key}: " + "; ".join(f"{why} ×{n}" for why, n in reasons.items()))

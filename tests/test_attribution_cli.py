@@ -1,0 +1,139 @@
+"""``memtrace-opt attribute`` and ``memtrace-opt bench-attribution`` on the mini dataset with scripted LMs."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from memtrace_opt.attribution.text import content_tokens
+from memtrace_opt.cli import main
+from memtrace_opt.commands import attribute as attribute_cmd
+from memtrace_opt.commands.eval import injected as eval_injected
+from memtrace_opt.lm.base import LMResult
+from tests.scripted_lm import HashEmbedder, ScriptedLM, judge_lm
+
+
+def reader(messages, match):
+    """Answers with the memory line sharing most words with the question (or abstains)."""
+    text = messages[-1]["content"]
+    question = re.search(r"Question: (.*?)\n", text)[1]
+    lines = [ln.split("] ", 1)[1] for ln in text.splitlines() if ln.startswith("- [")]
+    best = max(lines, key=lambda ln: len(content_tokens(ln) & content_tokens(question)), default="")
+    return best[:200] if best and content_tokens(best) & content_tokens(question) else "Not mentioned"
+
+
+class GuessLM:
+    """An attribution LM that always blames a ResponseError on an op it cannot name."""
+
+    model_id = "scripted/guess"
+
+    def chat(self, messages, **kw):
+        self.calls = getattr(self, "calls", 0) + 1
+        return LMResult('{"reason": "guess", "op_id": "?", "error_type": "ResponseError", "decisive": true, '
+                        '"first_half": true, "holds": true}', self.model_id, 20, 5)
+
+
+def lms():
+    return {"task": ScriptedLM([(r"Question: ", reader)]), "judge": judge_lm(), "attribution": GuessLM()}
+
+
+RESOURCES = {"embedder": HashEmbedder()}
+
+
+def write_config(tmp_path: Path, system: str) -> Path:
+    path = tmp_path / "run.yaml"
+    path.write_text(f"run_name: t\noutput_dir: out\ndataset:\n  name: mini\nsystem:\n  name: {system}\n"
+                    "  settings: {top_k: 2}\neval:\n  judge: llm\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def rag_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("rag")
+    with eval_injected(lms(), resources=RESOURCES):
+        assert main(["eval", str(write_config(tmp, "rag")), "--quiet"]) == 0
+    return tmp / "out" / "t"
+
+
+def failed_ids(run: Path) -> list[str]:
+    results = json.loads((run / "results.json").read_text())["results"]
+    return sorted(r["qa_id"] for r in results if r["judge_score"] == 0)
+
+
+def test_attribute_writes_blame_json_for_every_failed_question(rag_run, capsys):
+    with attribute_cmd.injected(lms(), resources=RESOURCES):
+        assert main(["attribute", str(rag_run)]) == 0
+    payload = json.loads((rag_run / "blame.json").read_text())
+    signals = payload["signals"]
+    assert sorted(s["case_id"] for s in signals) == failed_ids(rag_run)
+    assert payload["method"] == "tracing" and payload["counterfactual"] is True
+    assert {s["error_type"] for s in signals} <= {"ResponseError", "RetrievalError", "ExtractionError"}
+    retrieval = [s for s in signals if s["error_type"] == "RetrievalError"]
+    assert retrieval and all(s["prompt_component"] is None and s["counterfactual_rescued"] is not None for s in retrieval)
+    agg = payload["aggregate"]
+    assert agg["total"] == len(signals)
+    assert agg["unoptimizable"]["count"] == len(retrieval)
+    assert sum(g["count"] for g in agg["components"].values()) + agg["unoptimizable"]["count"] == len(signals)
+    out = capsys.readouterr().out
+    assert "blame (tracing, counterfactual)" in out and "question_answering" in out
+
+
+def test_attribute_without_counterfactual_needs_no_lm(rag_run):
+    with attribute_cmd.injected({}, resources=RESOURCES):  # no LM; the fake embedder for pseudo-evidence
+        assert main(["attribute", str(rag_run), "--no-counterfactual", "--json"]) == 0
+    payload = json.loads((rag_run / "blame.json").read_text())
+    assert payload["counterfactual"] is False
+    assert all(s["counterfactual_rescued"] is None and s["cost"]["replays"] == 0 for s in payload["signals"])
+
+
+def test_attribute_with_a_baseline_method(rag_run):
+    with attribute_cmd.injected(lms(), resources=RESOURCES):
+        assert main(["attribute", str(rag_run), "--method", "all_at_once"]) == 0
+    signals = json.loads((rag_run / "blame.json").read_text())["signals"]
+    assert signals and all(s["method"] == "all_at_once" and s["error_type"] == "ResponseError" for s in signals)
+    assert all(s["op_id"] is None and s["cost"]["llm_calls"] == 1 for s in signals)
+
+
+def test_attribute_with_the_llm_content_judge(rag_run):
+    roles = lms()
+    with attribute_cmd.injected(roles, resources=RESOURCES):
+        assert main(["attribute", str(rag_run), "--no-counterfactual", "--llm-content"]) == 0
+    payload = json.loads((rag_run / "blame.json").read_text())
+    assert payload["method"] == "tracing+llm" and len(payload["signals"]) == len(failed_ids(rag_run))
+    calls = sum(s["cost"]["llm_calls"] for s in payload["signals"])
+    assert calls == getattr(roles["attribution"], "calls", 0)  # only grey-zone content checks reach the LM
+
+
+def test_attribute_errors_are_one_line(tmp_path, capsys):
+    assert main(["attribute", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "no graphs" in err and err.count("\n") == 1
+    assert main(["attribute", str(tmp_path), "--evidence", "nope"]) == 2
+
+
+def test_bench_attribution_json_rows_and_export(tmp_path, capsys):
+    cfg = write_config(tmp_path, "rag")
+    with attribute_cmd.injected(lms(), resources=RESOURCES):
+        code = main(["bench-attribution", str(cfg), "--systems", "rag,long_context", "--max-cases", "10",
+                     "--methods", "tracing,tracing+cf,flat_log", "--json"])
+    assert code == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert [r["method"] for r in payload["rows"]] == ["tracing", "tracing+cf", "flat_log"]
+    assert set(payload["case_counts"]) == {"rag", "long_context"} and payload["cases"] >= 10
+    tracing = payload["rows"][0]
+    assert set(tracing["by_source"]) >= {"injected"} and tracing["by_source"]["injected"]["type_accuracy"] >= 0.8
+    assert payload["rows"][2]["llm_calls_per_case"] == 1.0
+    assert "rag/UpdateError" in payload["skipped"]  # RAG never updates a unit: said, not hidden
+    assert payload["pseudo_evidence_recall"]["n"] > 0 and 0 <= payload["pseudo_evidence_recall"]["mean"] <= 1
+    run = tmp_path / "out" / "t"
+    assert json.loads((run / "attribution_bench.json").read_text())["cases"] == payload["cases"]
+    exported = list((run / "attribution_bench").glob("*/*.jsonl.gz"))
+    assert {p.parent.name for p in exported} == {"rag", "long_context"}
+
+
+def test_bench_attribution_rejects_unknown_systems(tmp_path, capsys):
+    assert main(["bench-attribution", str(write_config(tmp_path, "rag")), "--systems", "nope"]) == 2
+    assert "unknown value 'nope'" in capsys.readouterr().err

@@ -1,0 +1,181 @@
+"""Tracing finds the injected fault (type and op) of every fault type; content tests; evidence; failures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memtrace_opt.attribution.content import CascadeJudge, LLMContentJudge, TokenJudge, make_fact
+from memtrace_opt.attribution.evidence import evidence_recall_at_k, pseudo_evidence, rrf
+from memtrace_opt.attribution.failures import collect_cases, collect_failures
+from memtrace_opt.attribution.inject import inject_case, plan_injections
+from memtrace_opt.attribution.tracing import TracingAttributor
+from memtrace_opt.lm.base import LMResult
+from tests.test_attribution_system import QAS, ScriptLM, record_tt, rerun_tt
+
+
+def lms():
+    return {"task": ScriptLM(), "judge": ScriptLM()}
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    return record_tt()[0]
+
+
+def injected_cases(graph):
+    """Every injection the tt run allows, replayed: (injection, injected case)."""
+    out = []
+    for case in collect_cases(graph):
+        if case.failed:
+            continue
+        plans, _ = plan_injections(graph, case)
+        for inj in plans:
+            result = inject_case(graph, case, inj, rerun_tt(), lms())
+            assert not isinstance(result, str), (inj, result)
+            out.append((inj, result))
+    return out
+
+
+@pytest.fixture(scope="module")
+def injected(recorded):
+    return injected_cases(recorded)
+
+
+def test_every_fault_type_is_injectable_on_the_tt_system(injected):
+    types = {inj.error_type for inj, _ in injected}
+    assert types == {"ExtractionError", "UpdateError", "DeletionError", "RetrievalError", "ResponseError"}
+    assert all(ic.case.failed for _, ic in injected)
+
+
+@pytest.mark.parametrize("error_type", ["ExtractionError", "UpdateError", "DeletionError", "RetrievalError",
+                                        "ResponseError"])
+def test_tracing_attributes_each_injected_fault_to_its_op_and_type(injected, error_type):
+    tracing = TracingAttributor(evidence="annotated", embed=None)
+    cases = [ic for inj, ic in injected if inj.error_type == error_type]
+    assert cases
+    for ic in cases:
+        blame = tracing.attribute(ic.graph, ic.case)
+        assert (blame.error_type, blame.op_id) == (ic.error_type, ic.op_id), blame.reason
+        assert blame.cost.llm_calls == 0 and blame.method == "tracing"
+
+
+def test_injected_update_blames_the_write_and_its_prompt_is_none(injected):
+    ic = next(ic for inj, ic in injected if inj.error_type == "UpdateError")
+    blame = TracingAttributor(embed=None).attribute(ic.graph, ic.case)
+    assert blame.op_id.startswith("ingest:s2/tt.write") and blame.prompt_component is None
+
+
+def test_real_deletion_is_blamed_on_the_decision_that_ordered_it(recorded):
+    [case] = collect_failures(recorded)
+    blame = TracingAttributor(embed=None).attribute(recorded, case)
+    assert blame.error_type == "DeletionError"
+    assert blame.op_id == "ingest:s3/tt.decide#1" and blame.prompt_component == "update"
+    assert "tt.delete#0" in blame.reason
+
+
+def test_audit_flagged_gold_is_an_annotation_error_without_tracing(recorded):
+    [case] = collect_failures(recorded)
+    flagged = case.with_(flags=frozenset({"audit_wrong_gold"}), corrected_answer="ceramics")
+    blame = TracingAttributor(embed=None).attribute(recorded, flagged)
+    assert blame.error_type == "AnnotationError" and blame.op_id is None and "ceramics" in blame.reason
+
+
+def test_pseudo_evidence_finds_the_evidence_message_and_traces_from_it(recorded):
+    [case] = collect_failures(recorded)
+    ranked = pseudo_evidence(recorded, case.question, case.gold, embed=None)
+    assert ranked[0] == "message:D3:1@1"
+    blame = TracingAttributor(evidence="pseudo", embed=None).attribute(recorded, case.with_(evidence=()))
+    assert blame.error_type == "DeletionError" and blame.evidence == ("message:D3:1@1",)
+
+
+def test_pseudo_evidence_fuses_a_dense_ranking(recorded):
+    calls = []
+
+    def embed(texts):  # "class" texts point one way, the rest another
+        calls.append(len(texts))
+        rows = [[1.0, 0.0] if "class" in t else [0.0, 1.0] for t in texts]
+        return np.asarray(rows, dtype=np.float32)
+
+    ranked = pseudo_evidence(recorded, "Which class did Priya join?", "pottery", embed=embed, top=3)
+    assert calls == [1 + 7]  # the query and the 7 messages, in one call
+    assert ranked[:2] == ["message:D3:1@1", "message:D3:2@1"] and len(ranked) == 3
+
+
+def test_rrf_and_recall_at_k():
+    assert rrf([[2, 0, 1], [0, 2]], k=60) == [0, 2, 1]  # 0 and 2 tie; ties go to the lower index
+    assert rrf([[1], [1, 0]]) == [1, 0]
+    assert evidence_recall_at_k(["message:D1:1@1", "message:D2:4@1"], ["D2:4", "D3:1"], 2) == 0.5
+    assert evidence_recall_at_k(["message:D1:1@1"], ["D2:4"], 1) == 0.0
+    assert evidence_recall_at_k([], [], 8) == 1.0
+
+
+def test_collect_failures_reads_question_metadata_from_the_gold_variable(recorded):
+    cases = collect_cases(recorded)
+    assert [c.qa_id for c in cases] == [q["id"] for q in QAS]
+    q4 = cases[-1]
+    assert q4.failed and q4.evidence == ("D3:1",) and q4.gold == "pottery" and q4.case_id == "c1/q4"
+    assert q4.retrieved_var == "retrieved:q4@1" and q4.qa_op == "answer:q4/qa.answer#0"
+    assert q4.judge_op == "answer:q4/tt.judge#0" and "answer:q4/tt.retrieve#0" in q4.slice_ops
+    assert collect_failures(recorded, [{"id": "q4", "question": "?", "answer": "x", "evidence": ["D1:1"]}])[0].evidence == ("D1:1",)
+
+
+# -- content judges -------------------------------------------------------------------------------
+FACT = make_fact("message:D1:1@1", {"speaker": "Priya", "text": "Big news: I adopted a cat called Biscuit."},
+                 "What is the name of Priya's cat?", "Biscuit")
+
+
+@pytest.mark.parametrize("text, holds", [
+    ("Priya has a cat named Biscuit", True),
+    (["Tom lives in Leeds", "Priya's cat is Biscuit"], True),
+    ("Biscuit says hello, by the way.", False),  # the gold word without the evidence's key word
+    ("Tom lives in Leeds", False),
+    ("", False),
+])
+def test_token_judge_needs_the_gold_and_a_key_word(text, holds):
+    assert TokenJudge().holds(FACT, text).holds is holds
+
+
+def test_token_judge_without_gold_words_uses_evidence_key_tokens():
+    fact = make_fact("m", {"speaker": "Priya", "text": "I adopted a cat last Saturday."},
+                     "When did Priya adopt the cat?", "2 March 2024")
+    assert not fact.gold_tokens
+    assert TokenJudge().holds(fact, "Priya adopted a cat last Saturday").holds is True
+    assert TokenJudge().holds(fact, "Tom plays guitar").holds is False
+
+
+class CountingJudgeLM:
+    model_id = "scripted/content"
+
+    def __init__(self, reply='{"reason": "same fact", "holds": true}'):
+        self.reply, self.calls = reply, 0
+
+    def chat(self, messages, **kw):
+        self.calls += 1
+        assert kw["json_schema"]["required"] == ["reason", "holds"]
+        return LMResult(self.reply, self.model_id, 50, 8)
+
+
+def test_cascade_asks_the_lm_only_in_the_grey_zone():
+    lm = CountingJudgeLM()
+    judge = CascadeJudge(TokenJudge(), LLMContentJudge(lm))
+    assert judge.holds(FACT, "Priya has a cat named Biscuit").holds is True and lm.calls == 0
+    grey = "Biscuit, Priya's pet"  # gold word, no key word: score 0.3, inconclusive
+    assert TokenJudge(decide=False).holds(FACT, grey).holds is None
+    assert judge.holds(FACT, grey).holds is True and lm.calls == 1
+    judge.holds(FACT, grey)
+    assert lm.calls == 1  # cached
+
+
+def test_unparsable_llm_content_verdict_falls_back_to_tokens():
+    judge = CascadeJudge(TokenJudge(), LLMContentJudge(CountingJudgeLM("I think so")))
+    assert judge.holds(FACT, "Biscuit, Priya's pet").holds is False
+
+
+def test_without_any_evidence_the_decision_comes_from_the_gold_answer(recorded, injected):
+    [case] = collect_failures(recorded)
+    blame = TracingAttributor(evidence="annotated", embed=None).attribute(recorded, case.with_(evidence=()))
+    assert blame.error_type == "ExtractionError" and blame.op_id is None and "unknown" in blame.reason
+    ic = next(ic for inj, ic in injected if inj.error_type == "RetrievalError")
+    blame = TracingAttributor(evidence="annotated", embed=None).attribute(ic.graph, ic.case.with_(evidence=()))
+    assert (blame.error_type, blame.op_id) == ("RetrievalError", ic.op_id)

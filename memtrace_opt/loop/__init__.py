@@ -1,0 +1,16 @@
+"""The closed loop: attribution-guided prompt optimization, its baselines, and their comparison.
+
+``run_loop(LoopContext(...))`` runs one method end to end with checkpoints (see :mod:`.driver`);
+:mod:`.compare` turns finished run dirs into the method × system table. Importing this package
+loads no model.
+"""
+
+from memtrace_opt.loop.budget import LLMBudgetStopper, Spend, SpendMeter
+from memtrace_opt.loop.checkpoint import LoopState, RoundRecord, load_state, save_state
+from memtrace_opt.loop.driver import LoopContext, run_loop
+from memtrace_opt.loop.plan import GEPA_METHODS, METHODS, LoopData, LoopPlan, split_dataset
+
+__all__ = [
+    "GEPA_METHODS", "LLMBudgetStopper", "LoopContext", "LoopData", "LoopPlan", "LoopState", "METHODS",
+    "RoundRecord", "Spend", "SpendMeter", "load_state", "run_loop", "save_state", "split_dataset",
+]

@@ -1,0 +1,39 @@
+"""``memtrace-opt compare RUN_DIR...``: the method × system table of finished optimize runs.
+
+Per run: held-out accuracy without and with optimization, the gain with its 95% paired bootstrap
+CI and p-value, rollouts, LM calls, tokens and wall time (see :mod:`memtrace_opt.loop.compare`).
+``--json`` prints ``{"rows": [...]}`` instead of the table.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``compare`` command to the CLI."""
+
+    @app.command("compare")
+    def compare_command(
+        run_dirs: Annotated[list[str], typer.Argument(help="Run directories written by `memtrace-opt optimize`.")],
+        as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    ) -> None:
+        """Compare optimize runs: held-out gain over no optimization, with paired CIs and costs."""
+        from memtrace_opt.loop.compare import compare_runs, render_table
+
+        rows = compare_runs(run_dirs)
+        if as_json:
+            typer.echo(json.dumps({"rows": [r.to_dict() for r in rows]}, indent=2))
+            return
+        from rich.console import Console
+
+        console = Console()
+        console.print(render_table(rows))
+        for r in rows:
+            for warning in r.warnings:
+                console.print(f"[yellow]warning[/yellow] {r.run_dir}: {warning}")

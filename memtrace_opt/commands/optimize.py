@@ -1,0 +1,177 @@
+"""``memtrace-opt optimize CONFIG``: the closed loop — attribute failures, optimize the blamed prompts.
+
+Builds everything the loop needs from the run config (dataset slice and split, LM roles with the
+disk cache in the run dir, the system backend, the attributor) and runs
+:func:`memtrace_opt.loop.run_loop`. ``--method`` runs a baseline instead of the config's method;
+``--resume`` continues a killed run from its checkpoint; ``--tuning-from`` reuses another run's
+tuned settings so every method is compared with the same ones. Prints the rounds and the held-out
+comparison of seed vs optimized prompts.
+
+Tests run it without a model through :func:`injected` (LM clients by role, optional resources).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from memtrace_opt.errors import ConfigError
+
+__all__ = ["injected", "register", "run_optimize"]
+
+_INJECTED: dict[str, Any] | None = None
+
+
+@contextmanager
+def injected(lms: Mapping[str, Any], resources: Mapping[str, Any] | None = None) -> Iterator[None]:
+    """Run ``optimize`` with these LM clients (``{"task", "judge", "reflection"}``) instead of built ones."""
+    global _INJECTED
+    previous, _INJECTED = _INJECTED, {"lms": dict(lms), "resources": dict(resources or {})}
+    try:
+        yield
+    finally:
+        _INJECTED = previous
+
+
+def _build_lms(cfg: Any, run_dir: Path) -> tuple[dict[str, Any], Any, dict[str, Any]]:
+    """``(lms by role, usage ledger or None, resources)``."""
+    if _INJECTED is not None:
+        return _INJECTED["lms"], None, _INJECTED["resources"]
+    from memtrace_opt.lm.factory import build_roles
+    from memtrace_opt.lm.usage import UsageLedger
+
+    ledger = UsageLedger()
+    roles = build_roles(cfg.models.task, cfg.models.judge, cfg.models.reflection,
+                        cache_dir=cfg.cache_dir or run_dir, ledger=ledger)
+    return {"task": roles.task, "judge": roles.judge, "reflection": roles.reflection}, ledger, {}
+
+
+def _load_data(cfg: Any) -> Any:
+    from memtrace_opt.data import load_dataset, select
+    from memtrace_opt.loop.plan import split_dataset
+
+    d = cfg.dataset
+    ds = load_dataset(d.name, d.path, audit_path=d.audit_path, include_adversarial=d.include_adversarial)
+    return split_dataset(select(ds, d.conversations, d.max_sessions, d.max_questions), cfg.split)
+
+
+def _judge(kind: str, lm: Any) -> Any:
+    """The judge MIPROv2's metric uses: the same kind the run's eval.judge op uses."""
+    from memtrace_opt.eval.judge import DeterministicJudge, HybridJudge, LLMJudge
+
+    if kind == "deterministic":
+        return DeterministicJudge()
+    return HybridJudge(LLMJudge(lm)) if kind == "hybrid" else LLMJudge(lm)
+
+
+def build_context(cfg: Any, *, method: str | None, run_dir: Path, tuning_from: str | None) -> tuple[Any, Any]:
+    """``(LoopContext, usage ledger or None)`` for ``cfg``."""
+    from memtrace_opt.loop import LoopContext, LoopPlan
+    from memtrace_opt.loop.blaming import make_attributor
+    from memtrace_opt.optimizers.backend import RunnerBackend
+
+    plan = LoopPlan.from_config(cfg, method=method)
+    data = _load_data(cfg)
+    lms, ledger, resources = _build_lms(cfg, run_dir)
+    backend = RunnerBackend(cfg.system.name, lms={"task": lms["task"], "judge": lms["judge"]},
+                            settings=cfg.system.settings, judge=cfg.eval.judge, resources=resources)
+    judge = _judge(cfg.eval.judge, lms["judge"])
+    ctx = LoopContext(
+        backend=backend, data=data, plan=plan, run_dir=run_dir, reflection_lm=lms["reflection"],
+        attributor=make_attributor(cfg.attribution) if plan.method == "attributed" else None,
+        base_prompts=cfg.system.prompts, settings=cfg.system.settings, task_lm=lms["task"], judge=judge,
+        tuning_from=Path(tuning_from) if tuning_from else None,
+    )
+    return ctx, ledger
+
+
+def run_optimize(config: str, *, method: str | None = None, resume: bool = False, out: str | None = None,
+                 tuning_from: str | None = None, dataset_path: str | None = None,
+                 cache_dir: str | None = None) -> tuple[Any, Path]:
+    """Load ``config`` and run (or resume) the loop; returns ``(final LoopState, run dir)``."""
+    from memtrace_opt import run_dir as rd
+    from memtrace_opt.config import load_config
+    from memtrace_opt.loop import run_loop
+    from memtrace_opt.systems.registry import get_system
+    from memtrace_opt.systems.runner import resolve_prompts, resolve_settings
+
+    cfg = load_config(config)
+    if dataset_path is not None:
+        cfg = cfg.model_copy(update={"dataset": cfg.dataset.model_copy(update={"path": str(Path(dataset_path).resolve())})})
+    if cache_dir is not None:
+        cfg = cfg.model_copy(update={"cache_dir": Path(cache_dir).resolve()})
+    run_dir = Path(out) if out else cfg.run_dir
+    system = get_system(cfg.system.name)
+    resolve_settings(system, cfg.system.settings, source=config)  # fail before any model loads
+    resolve_prompts(system, cfg.system.prompts, source=config)
+    if tuning_from is not None and not (Path(tuning_from) / "tuning.json").exists():
+        raise ConfigError(tuning_from, None, "no tuning.json here: --tuning-from needs a run dir that tuned settings")
+    ctx, ledger = build_context(cfg, method=method, run_dir=run_dir, tuning_from=tuning_from)
+    if not resume or not (run_dir / rd.CONFIG_FILE).exists():
+        rd.write_config(run_dir, cfg)
+    state = run_loop(ctx, resume=resume)
+    if ledger is not None:
+        rd.write_usage(run_dir, {"ledger": ledger.to_dict(), "loop": state.spend})
+    return state, run_dir
+
+
+def rounds_table(state: Any) -> Any:
+    """The rounds as a rich table (details per round are in RUN_DIR/rounds/round_<k>/)."""
+    from rich.table import Table
+
+    table = Table(title=f"{state.system}: {state.plan['method']} — validation accuracy per round")
+    for col in ("round", "failures", "blamed → optimized", "val %", "kept", "rollouts", "LM calls"):
+        table.add_column(col, justify="left" if col == "blamed → optimized" else "right")
+    table.add_row("0", "-", "(seed prompts)", f"{100 * (state.baseline_val or 0):.1f}", "seed", "-", "-")
+    for r in state.rounds:
+        blamed = ", ".join(f"{k} {v}" for k, v in r.blamed.items())
+        if r.unoptimizable:
+            blamed += f"{', ' if blamed else ''}unoptimizable {r.unoptimizable}"
+        detail = f"{blamed or '-'} → {', '.join(r.optimized) or 'nothing'}"
+        if r.note not in ("gepa", "miprov2"):
+            detail += f" ({r.note})"
+        table.add_row(str(r.index), str(r.failures), detail, f"{100 * r.val_score:.1f}",
+                      "yes" if r.improved else "no", str(r.spend.get("rollouts", 0)), str(r.spend.get("llm_calls", 0)))
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``optimize`` command to the CLI."""
+
+    @app.command("optimize")
+    def optimize_command(
+        config: Annotated[str, typer.Argument(help="Run config (YAML).")],
+        method: Annotated[Optional[str], typer.Option(
+            "--method", help="attributed | unattributed | answer_feedback | miprov2 | none (default: the config's).")
+        ] = None,
+        resume: Annotated[bool, typer.Option("--resume", help="Continue the checkpointed run in the run dir.")] = False,
+        out: Annotated[Optional[str], typer.Option("--out", help="Run directory (default: output_dir/run_name).")] = None,
+        tuning_from: Annotated[Optional[str], typer.Option(
+            "--tuning-from", help="Reuse the tuned settings (tuning.json) of another run dir.")] = None,
+        dataset_path: Annotated[Optional[str], typer.Option("--dataset-path",
+                                                            help="Dataset file, overriding dataset.path.")] = None,
+        cache_dir: Annotated[Optional[str], typer.Option(
+            "--cache-dir", help="LM disk cache directory (default: cache_dir or the run dir); share it across methods.")
+        ] = None,
+    ) -> None:
+        """Attribute failures, optimize the blamed prompts, compare seed vs optimized on held-out questions."""
+        from rich.console import Console
+
+        state, run_dir = run_optimize(config, method=method, resume=resume, out=out, tuning_from=tuning_from,
+                             dataset_path=dataset_path, cache_dir=cache_dir)
+        console = Console()
+        console.print(rounds_table(state))
+        final = state.final or {}
+        console.print(
+            f"held-out ({final.get('n', 0)} questions): no optimization {100 * final.get('seed_accuracy', 0):.1f}% → "
+            f"optimized {100 * final.get('best_accuracy', 0):.1f}% · changed: "
+            f"{', '.join(final.get('changed_components') or []) or 'nothing'} · stop: {state.stop_reason}"
+        )
+        spend = state.spend
+        console.print(f"spent: {spend.get('rollouts', 0)} rollouts, {spend.get('llm_calls', 0)} LM calls "
+                      f"({spend.get('cached_calls', 0)} cached), {spend.get('wall_s', 0):.0f} s")
+        console.print(f"run dir: {run_dir}")

@@ -1,0 +1,103 @@
+"""The loop's state on disk: ``RUN_DIR/checkpoint.json``, rewritten atomically after every step.
+
+A killed run resumes from it without redoing a finished round: the state holds the current best
+prompts, the validation score to beat, the rounds done (with their blame and scores), the rounds
+without improvement, the spend so far and, once finished, the held-out result. Work inside an
+unfinished round is redone on resume; the LM disk cache makes that cheap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memtrace_opt.errors import ConfigError
+from memtrace_opt.loop.budget import Spend
+
+__all__ = ["CHECKPOINT_FILE", "CHECKPOINT_FORMAT", "LoopState", "RoundRecord", "load_state", "save_state"]
+
+CHECKPOINT_FILE = "checkpoint.json"
+CHECKPOINT_FORMAT = "memtrace-loop/1"
+
+
+@dataclass
+class RoundRecord:
+    """One finished round: what it trained on, what was blamed, what it produced, what it cost."""
+
+    index: int
+    train_conversations: list[str]
+    failures: int
+    cases: int
+    blamed: dict[str, int]
+    unoptimizable: int
+    optimized: list[str]
+    val_score: float
+    improved: bool
+    candidate: dict[str, str]
+    spend: dict[str, Any]
+    note: str = ""
+    optimizer: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LoopState:
+    """Everything a resumed run needs (see module docstring)."""
+
+    plan: dict[str, Any]
+    system: str
+    settings: dict[str, Any]
+    seed_candidate: dict[str, str]
+    best_candidate: dict[str, str]
+    best_val: float = 0.0
+    best_round: int = 0
+    baseline_val: float | None = None
+    stale: int = 0
+    rounds: list[RoundRecord] = field(default_factory=list)
+    spend: dict[str, Any] = field(default_factory=dict)
+    tuning: dict[str, Any] | None = None
+    stop_reason: str | None = None
+    status: str = "running"
+    final: dict[str, Any] | None = None
+
+    @property
+    def next_round(self) -> int:
+        return len(self.rounds) + 1
+
+    def spent(self) -> Spend:
+        return Spend.from_dict(self.spend)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": CHECKPOINT_FORMAT, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LoopState:
+        data = {k: v for k, v in data.items() if k != "format"}
+        data["rounds"] = [RoundRecord(**r) for r in data.get("rounds", [])]
+        return cls(**data)
+
+
+def save_state(run_dir: Path, state: LoopState) -> Path:
+    """Write the checkpoint atomically (a kill mid-write leaves the previous one intact)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / CHECKPOINT_FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(state.to_dict(), indent=2, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def load_state(run_dir: Path) -> LoopState | None:
+    """The checkpoint of ``run_dir``, or None when there is none; a corrupt one is a ConfigError."""
+    path = run_dir / CHECKPOINT_FILE
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"format {data.get('format')!r} is not {CHECKPOINT_FORMAT!r}")
+        return LoopState.from_dict(data)
+    except (ValueError, TypeError, KeyError) as err:
+        raise ConfigError(str(path), None, f"unreadable checkpoint ({err}); remove it or use another --out") from None

@@ -1,0 +1,319 @@
+"""The closed loop: evaluate → attribute → optimize the blamed prompts → validate, round after round.
+
+Round *r*: run the current best prompts on the round's training questions; blame the failures
+(per method, :mod:`.blaming`); optimize the chosen components with GEPA (or MIPROv2) under the
+round's share of the budget, selecting on validation; keep the result only if validation accuracy
+improves. The loop stops after ``rounds``, when validation has not improved for ``patience``
+rounds, when validation is perfect, or when the rollout or LM-call budget is spent. The state is
+checkpointed after every step; ``resume=True`` continues a killed run from its last finished round.
+Finally seed and best prompts are compared on the held-out questions (:mod:`.final`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from memtrace_opt.errors import ConfigError
+from memtrace_opt.eval.judge import DeterministicJudge, Judge
+from memtrace_opt.lm.base import LMClient
+from memtrace_opt.loop.artifacts import FINAL_FILE, read_json, round_dir, write_json, write_prompts
+from memtrace_opt.loop.blaming import RoundBlame, round_blame
+from memtrace_opt.loop.budget import LLMBudgetStopper, Spend, SpendMeter
+from memtrace_opt.loop.checkpoint import LoopState, RoundRecord, load_state, save_state
+from memtrace_opt.loop.final import evaluate_heldout
+from memtrace_opt.loop.plan import GEPA_METHODS, LoopData, LoopPlan
+from memtrace_opt.loop.tuning import TUNING_FILE, tune_settings
+from memtrace_opt.optimizers.adapter import Attributor, MemoryPromptAdapter
+from memtrace_opt.optimizers.backend import SystemBackend
+from memtrace_opt.optimizers.cases import CaseTrace, QACase
+from memtrace_opt.optimizers.gepa_run import run_gepa
+from memtrace_opt.optimizers.graphs import GraphStore
+from memtrace_opt.optimizers.miprov2 import run_miprov2
+from memtrace_opt.optimizers.proposer import ReflectionProposer
+from memtrace_opt.optimizers.selectors import selector_for
+
+__all__ = ["LoopContext", "run_loop"]
+
+
+@dataclass
+class _Outcome:
+    """What a round's optimizer produced: the candidate, its validation scores, details, a note."""
+
+    candidate: dict[str, str]
+    val_score: float
+    val_scores: dict[str, float]
+    info: dict[str, Any]
+    note: str
+
+
+@dataclass
+class LoopContext:
+    """What a loop run is made of; the CLI builds it from a config, tests build it by hand."""
+
+    backend: SystemBackend
+    data: LoopData
+    plan: LoopPlan
+    run_dir: Path
+    reflection_lm: LMClient
+    attributor: Attributor | None = None
+    base_prompts: Mapping[str, str] | None = None
+    settings: Mapping[str, Any] | None = None
+    task_lm: LMClient | None = None
+    judge: Judge | None = None
+    tuning_from: Path | None = None
+
+
+def run_loop(ctx: LoopContext, *, resume: bool = False) -> LoopState:
+    """Run (or resume) the loop to the end; returns the final state (``state.final`` holds held-out scores)."""
+    state = _open_state(ctx, resume)
+    if state.status == "done":
+        return state
+    meter = SpendMeter(state.spent())
+    with meter.observe():
+        _tune(ctx, state, meter)
+        backend = ctx.backend.with_settings(state.settings)
+        adapter = MemoryPromptAdapter(
+            backend, ctx.data.optimize + ctx.data.validation, base_prompts=_base_prompts(ctx),
+            mode=_mode(ctx.plan.method),
+            attributor=ctx.attributor, store=GraphStore(per_conversation=6),
+        )
+        meter.count_rollouts(adapter)
+        if state.baseline_val is None:
+            _baseline(ctx, state, adapter, meter)
+        while state.status == "running":
+            reason = _stop_reason(ctx, state, meter.total())
+            if reason:
+                state.stop_reason, state.status = reason, "optimized"
+                break
+            _finish_round(ctx, state, _run_round(ctx, state, adapter, meter), meter)
+        _checkpoint(ctx, state, meter)
+        _final(ctx, state, backend, meter)
+    return state
+
+
+# -- state ------------------------------------------------------------------------------------------
+def _base_prompts(ctx: LoopContext) -> dict[str, str]:
+    return {**ctx.backend.default_prompts(), **dict(ctx.base_prompts or {})}
+
+
+def _mode(method: str) -> str:
+    return method if method in GEPA_METHODS else "answer_feedback"
+
+
+def _open_state(ctx: LoopContext, resume: bool) -> LoopState:
+    prompts = _base_prompts(ctx)
+    targets = ctx.plan.resolve_targets(prompts)
+    if ctx.plan.method == "attributed" and ctx.attributor is None:
+        raise ConfigError("config", "optimizer.method", "the attributed method needs an attributor")
+    existing = load_state(ctx.run_dir)
+    if existing is not None and not resume:
+        raise ConfigError(str(ctx.run_dir), None, "a loop checkpoint exists here: pass --resume to continue it, "
+                          "or choose another --out")
+    seed = {t: prompts[t] for t in targets}
+    if existing is not None:
+        _check_compatible(ctx, existing, seed)
+        return existing
+    state = LoopState(plan=ctx.plan.fingerprint(), system=ctx.backend.system, settings=dict(ctx.settings or {}),
+                      seed_candidate=seed, best_candidate=dict(seed))
+    save_state(ctx.run_dir, state)
+    return state
+
+
+def _check_compatible(ctx: LoopContext, existing: LoopState, seed: dict[str, str]) -> None:
+    """Refuse to resume a checkpoint made with another plan, system or seed prompts."""
+    problem = None
+    if existing.plan != json.loads(json.dumps(ctx.plan.fingerprint())):
+        problem = f"another optimizer plan ({existing.plan})"
+    elif existing.system != ctx.backend.system:
+        problem = f"another system ({existing.system})"
+    elif existing.seed_candidate != seed:
+        problem = "other seed prompts"
+    if problem:
+        raise ConfigError(str(ctx.run_dir), "checkpoint.json", f"the checkpoint was written with {problem}; "
+                          "use another --out")
+
+
+def _checkpoint(ctx: LoopContext, state: LoopState, meter: SpendMeter) -> None:
+    state.spend = meter.total().to_dict()
+    save_state(ctx.run_dir, state)
+
+
+# -- tuning and baseline ----------------------------------------------------------------------------
+def _tune(ctx: LoopContext, state: LoopState, meter: SpendMeter) -> None:
+    """Settle the system settings once: reuse another run's tuning, tune, or keep the config's."""
+    if state.tuning is not None:
+        return
+    if ctx.tuning_from is not None:
+        tuned = read_json(Path(ctx.tuning_from) / TUNING_FILE)
+        state.settings = {**state.settings, **tuned["best_params"]}
+        state.tuning = {"from": str(ctx.tuning_from), **tuned}
+    elif ctx.plan.tuning_trials > 0:
+        result = tune_settings(
+            lambda s: _accuracy(_adapter_for(ctx, s, meter), ctx.data.train_cases(1, "all"), state.seed_candidate),
+            ctx.plan.tuning_space, trials=ctx.plan.tuning_trials, storage=ctx.run_dir / "tuning.sqlite",
+            seed=ctx.plan.seed, base=state.settings, should_stop=lambda: bool(_budget_spent(ctx, meter.total())),
+        )
+        state.settings = {**state.settings, **result.best_params}
+        state.tuning = result.to_dict()
+        write_json(ctx.run_dir / TUNING_FILE, result.to_dict())
+    else:
+        state.tuning = {"best_params": {}, "note": "tuning disabled"}
+    _checkpoint(ctx, state, meter)
+
+
+def _adapter_for(ctx: LoopContext, settings: Mapping[str, Any], meter: SpendMeter) -> MemoryPromptAdapter:
+    """A fresh adapter for one tuning trial; its rollouts count toward the run's spend."""
+    adapter = MemoryPromptAdapter(ctx.backend.with_settings(settings), ctx.data.optimize,
+                                  base_prompts=_base_prompts(ctx), mode="answer_feedback")
+    meter.count_rollouts(adapter)
+    return adapter
+
+
+def _accuracy(adapter: MemoryPromptAdapter, cases: list[QACase], candidate: Mapping[str, str]) -> float:
+    traces = adapter.run(cases, candidate)
+    return sum(t.score for t in traces) / len(traces) if traces else 0.0
+
+
+def _baseline(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter, meter: SpendMeter) -> None:
+    """Round 0: the seed prompts' validation accuracy, the score every round must beat."""
+    traces = adapter.run(ctx.data.validation_cases(), state.seed_candidate)
+    state.baseline_val = state.best_val = _mean(traces)
+    write_json(round_dir(ctx.run_dir, 0) / "scores.json", {"validation": _scores(traces)})
+    write_prompts(round_dir(ctx.run_dir, 0) / "prompts", state.seed_candidate)
+    _checkpoint(ctx, state, meter)
+
+
+# -- rounds -----------------------------------------------------------------------------------------
+def _budget_spent(ctx: LoopContext, spend: Spend) -> str | None:
+    if spend.rollouts >= ctx.plan.max_metric_calls:
+        return "rollout budget spent"
+    if ctx.plan.max_llm_calls is not None and spend.llm_calls >= ctx.plan.max_llm_calls:
+        return "LM-call budget spent"
+    return None
+
+
+def _stop_reason(ctx: LoopContext, state: LoopState, spend: Spend) -> str | None:
+    plan = ctx.plan
+    if plan.method == "none":
+        return "method none: no optimization"
+    if state.next_round > plan.rounds:
+        return f"all {plan.rounds} rounds done"
+    if plan.patience > 0 and state.stale >= plan.patience:
+        return f"validation accuracy did not improve for {state.stale} round(s)"
+    if state.best_val >= 1.0:
+        return "validation accuracy is perfect"
+    spent = _budget_spent(ctx, spend)
+    if spent:
+        return spent
+    if plan.method in GEPA_METHODS and _round_budget(ctx, state, spend) < _min_gepa_budget(ctx):
+        return "rollout budget too small for another GEPA round"
+    return None
+
+
+def _round_budget(ctx: LoopContext, state: LoopState, spend: Spend) -> int:
+    rounds_left = ctx.plan.rounds - state.next_round + 1
+    return max(0, ctx.plan.max_metric_calls - spend.rollouts) // max(1, rounds_left)
+
+
+def _min_gepa_budget(ctx: LoopContext) -> int:
+    """Seed validation plus one minibatch evaluated twice (parent and child)."""
+    return len(ctx.data.validation_cases()) + 2 * ctx.plan.minibatch_size
+
+
+def _run_round(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter, meter: SpendMeter) -> RoundRecord:
+    r, before = state.next_round, meter.total()
+    train = ctx.data.train_cases(r, ctx.plan.round_data)
+    current = dict(state.best_candidate)
+    traces = adapter.run(train, current)
+    blame = round_blame(ctx.plan.method, traces, list(state.seed_candidate), ctx.attributor, adapter.conversations)
+    if ctx.plan.method == "attributed":
+        adapter.remember_blame(current, blame.signals)
+    rdir = round_dir(ctx.run_dir, r)
+    write_json(rdir / "blame.json", blame.to_dict())
+    out = _optimize(ctx, state, adapter, blame, train, rdir, meter)
+    write_prompts(rdir / "prompts", out.candidate, state.seed_candidate)
+    write_json(rdir / "scores.json", {"train": _scores(traces), "validation": out.val_scores})
+    write_json(rdir / "optimizer.json", out.info)
+    return RoundRecord(
+        index=r, train_conversations=sorted({c.conversation_id for c in train}), failures=blame.failures,
+        cases=len(traces), blamed={c: e["count"] for c, e in blame.summary["components"].items()},
+        unoptimizable=blame.summary["unoptimizable"]["count"], optimized=blame.components,
+        val_score=out.val_score, improved=out.val_score > state.best_val + 1e-9, candidate=out.candidate,
+        spend=(meter.total() - before).to_dict(), note=out.note,
+        optimizer={k: v for k, v in out.info.items() if k != "proposals"},
+    )
+
+
+def _optimize(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter, blame: RoundBlame,
+              train: list[QACase], rdir: Path, meter: SpendMeter) -> _Outcome:
+    """Run the round's optimizer (GEPA or MIPROv2) on the components the blame step chose."""
+    current = dict(state.best_candidate)
+    if not blame.failures:
+        return _Outcome(current, state.best_val, {}, {}, "no training failures")
+    if not blame.components:
+        return _Outcome(current, state.best_val, {}, {}, "no failure was blamed on a target prompt")
+    val = ctx.data.validation_cases()
+    if ctx.plan.method == "miprov2":
+        return _mipro(ctx, state, adapter, train, val)
+    proposer = ReflectionProposer(ctx.reflection_lm)
+    outcome = run_gepa(
+        adapter, seed_candidate=current, trainset=train, valset=val,
+        selector=selector_for(ctx.plan.method, blame.components), proposer=proposer,
+        max_metric_calls=_round_budget(ctx, state, meter.total()), minibatch_size=ctx.plan.minibatch_size,
+        stoppers=[LLMBudgetStopper(meter, ctx.plan.max_llm_calls)], run_dir=rdir / "gepa",
+        seed=ctx.plan.seed + state.next_round,
+    )
+    return _Outcome(outcome.best_candidate, outcome.best_score, outcome.val_scores, outcome.to_dict(), "gepa")
+
+
+def _mipro(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter, train: list[QACase],
+           val: list[QACase]) -> _Outcome:
+    if ctx.task_lm is None:
+        raise ConfigError("config", "optimizer.method", "miprov2 needs the task LM")
+    outcome = run_miprov2(adapter, candidate=dict(state.best_candidate), trainset=train, valset=val,
+                          task_lm=ctx.task_lm, prompt_lm=ctx.reflection_lm, judge=ctx.judge or DeterministicJudge(),
+                          num_candidates=ctx.plan.mipro_candidates, num_trials=ctx.plan.mipro_trials,
+                          seed=ctx.plan.seed + state.next_round)
+    adapter.rollouts += outcome.metric_calls
+    traces = adapter.run(val, outcome.best_candidate)
+    return _Outcome(outcome.best_candidate, _mean(traces), _scores(traces), outcome.to_dict(), "miprov2")
+
+
+def _finish_round(ctx: LoopContext, state: LoopState, record: RoundRecord, meter: SpendMeter) -> None:
+    """Accept the round's candidate if validation improved; count a stale round otherwise; checkpoint."""
+    state.rounds.append(record)
+    if record.improved:
+        state.best_candidate, state.best_val, state.best_round, state.stale = (
+            dict(record.candidate), record.val_score, record.index, 0)
+    else:
+        state.stale += 1
+    _checkpoint(ctx, state, meter)
+
+
+# -- final --------------------------------------------------------------------------------------------
+def _final(ctx: LoopContext, state: LoopState, backend: SystemBackend, meter: SpendMeter) -> None:
+    heldout = MemoryPromptAdapter(backend, ctx.data.heldout, base_prompts=_base_prompts(ctx), mode="answer_feedback")
+    meter.count_rollouts(heldout)
+    info = {"method": ctx.plan.method, "system": state.system, "settings": state.settings,
+            "rounds": len(state.rounds), "best_round": state.best_round, "stop_reason": state.stop_reason,
+            "baseline_val": state.baseline_val, "best_val": state.best_val,
+            "heldout_conversations": [c.id for c in ctx.data.heldout]}
+    final = evaluate_heldout(heldout, ctx.data.heldout_cases(), seed=state.seed_candidate,
+                             best=state.best_candidate, run_dir=ctx.run_dir, info=info)
+    state.spend = final["spend"] = meter.total().to_dict()
+    write_json(ctx.run_dir / FINAL_FILE, final)
+    state.final = {k: v for k, v in final.items() if k != "cases"}
+    state.status = "done"
+    save_state(ctx.run_dir, state)
+
+
+def _mean(traces: list[CaseTrace]) -> float:
+    return sum(t.score for t in traces) / len(traces) if traces else 0.0
+
+
+def _scores(traces: list[CaseTrace]) -> dict[str, float]:
+    return {t.case.qa_id: t.score for t in traces}
+

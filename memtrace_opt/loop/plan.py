@@ -1,0 +1,138 @@
+"""What a closed-loop run will do, resolved once from the run config: method, budgets, data split.
+
+The loop reads nothing else from the config, so tests build a :class:`LoopPlan` directly. Two
+choices the config does not spell out have documented defaults here:
+
+- ``targets``: the prompt components the loop may change — ``optimizer.targets`` when the config
+  has it, else every prompt of the system (for Mem0 that is exactly the reference's three:
+  fact extraction, memory-update decision, question answering).
+- ``round_data``: ``rotate`` (the reference protocol: round *r* trains on optimize conversation
+  *r* mod *n*) or ``all`` (every round trains on every optimize conversation).
+
+Budgets are for the whole run: ``max_metric_calls`` rollouts (one question evaluated under one
+candidate) and ``max_llm_calls`` LM calls of every role, cached or not, so a resumed run spends
+exactly what an uninterrupted one would. Each round gets an equal share of what is left.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from memtrace_opt.data.model import Conversation, Dataset
+from memtrace_opt.errors import ConfigError
+from memtrace_opt.optimizers.cases import QACase, cases_of
+
+__all__ = ["METHODS", "GEPA_METHODS", "LoopData", "LoopPlan", "split_dataset"]
+
+METHODS: tuple[str, ...] = ("attributed", "unattributed", "answer_feedback", "miprov2", "none")
+GEPA_METHODS: tuple[str, ...] = ("attributed", "unattributed", "answer_feedback")
+
+
+@dataclass(frozen=True)
+class LoopPlan:
+    """Everything the loop needs to know besides the system and the data."""
+
+    method: str = "attributed"
+    rounds: int = 3
+    patience: int = 1
+    max_metric_calls: int = 200
+    max_llm_calls: int | None = None
+    minibatch_size: int = 4
+    targets: tuple[str, ...] | None = None
+    round_data: str = "rotate"
+    seed: int = 0
+    tuning_trials: int = 0
+    tuning_space: Mapping[str, Any] = field(default_factory=dict)
+    mipro_candidates: int = 4
+    mipro_trials: int = 6
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ConfigError("config", "optimizer.method", f"unknown method {self.method!r}; expected one of {METHODS}")
+        if self.round_data not in ("rotate", "all"):
+            raise ConfigError("config", "optimizer.round_data", f"expected rotate or all, got {self.round_data!r}")
+
+    @classmethod
+    def from_config(cls, cfg: Any, *, method: str | None = None) -> LoopPlan:
+        """The plan of a :class:`memtrace_opt.config.RunConfig` (``method`` overrides the config's)."""
+        opt, tuning = cfg.optimizer, cfg.tuning
+        targets = getattr(opt, "targets", None)
+        return cls(
+            method=method or opt.method, rounds=opt.rounds, patience=opt.patience,
+            max_metric_calls=opt.max_metric_calls, max_llm_calls=opt.max_llm_calls,
+            minibatch_size=opt.minibatch_size, targets=tuple(targets) if targets else None,
+            round_data=getattr(opt, "round_data", "rotate"), seed=cfg.seed,
+            tuning_trials=tuning.trials if tuning.enabled else 0, tuning_space=dict(tuning.space),
+        )
+
+    def resolve_targets(self, prompts: Mapping[str, str]) -> tuple[str, ...]:
+        """The target components, checked against the system's prompt set."""
+        if self.targets is None:
+            return tuple(prompts)
+        unknown = [t for t in self.targets if t not in prompts]
+        if unknown:
+            raise ConfigError("config", "optimizer.targets", f"unknown prompt components {unknown}; "
+                              f"the system has {sorted(prompts)}")
+        return self.targets
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The fields a resumed run must share with the checkpointed one."""
+        return {"method": self.method, "rounds": self.rounds, "targets": self.targets,
+                "round_data": self.round_data, "seed": self.seed, "max_metric_calls": self.max_metric_calls,
+                "max_llm_calls": self.max_llm_calls, "minibatch_size": self.minibatch_size}
+
+
+@dataclass(frozen=True)
+class LoopData:
+    """Conversations per role: optimize (training), validation (selection), heldout (final report)."""
+
+    optimize: tuple[Conversation, ...]
+    validation: tuple[Conversation, ...]
+    heldout: tuple[Conversation, ...]
+
+    def train_cases(self, round_index: int, round_data: str) -> list[QACase]:
+        """Round ``round_index``'s (1-based) training questions."""
+        if round_data == "all" or not self.optimize:
+            return cases_of(self.optimize)
+        return cases_of([self.optimize[(round_index - 1) % len(self.optimize)]])
+
+    def validation_cases(self) -> list[QACase]:
+        """Validation questions; the optimize split's when no validation conversation is set."""
+        return cases_of(self.validation or self.optimize)
+
+    def heldout_cases(self) -> list[QACase]:
+        return cases_of(self.heldout)
+
+
+@dataclass(frozen=True)
+class _Split:
+    optimize: Sequence[str]
+    validation: Sequence[str]
+    heldout: Sequence[str]
+
+
+def split_dataset(ds: Dataset, split: Any | None) -> LoopData:
+    """The conversations of each role.
+
+    Without a split: the first conversation is optimized (and validated) on, the rest are held out.
+    """
+    convs = {c.id: c for c in ds.conversations}
+    if split is None:
+        ordered = tuple(ds.conversations)
+        split = _Split([c.id for c in ordered[:1]], [], [c.id for c in ordered[1:]])
+
+    def pick(role: str, ids: Sequence[str]) -> tuple[Conversation, ...]:
+        missing = [i for i in ids if i not in convs]
+        if missing:
+            raise ConfigError("config", f"split.{role}", f"conversations {missing} are not in the selected "
+                              f"dataset (selected: {sorted(convs)})")
+        return tuple(convs[i] for i in ids)
+
+    data = LoopData(pick("optimize", split.optimize), pick("validation", split.validation),
+                    pick("heldout", split.heldout))
+    if not data.optimize:
+        raise ConfigError("config", "split.optimize", "no optimize conversation: the loop needs training questions")
+    if not data.heldout:
+        raise ConfigError("config", "split.heldout", "no heldout conversation: the final comparison needs one")
+    return data

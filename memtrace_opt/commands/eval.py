@@ -10,42 +10,21 @@ Tests run the command without a model through :func:`injected`, which replaces t
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
+from memtrace_opt.commands.lms import build_run_lms, injected
 from memtrace_opt.errors import ConfigError
 
 __all__ = ["injected", "register", "run_eval"]
 
-_INJECTED: dict[str, Any] | None = None
-
-
-@contextmanager
-def injected(lms: Mapping[str, Any], resources: Mapping[str, Any] | None = None) -> Iterator[None]:
-    """Run ``eval`` with these LM clients (``{"task", "judge"}``) instead of building the configured ones."""
-    global _INJECTED
-    previous, _INJECTED = _INJECTED, {"lms": dict(lms), "resources": dict(resources or {})}
-    try:
-        yield
-    finally:
-        _INJECTED = previous
-
-
 def _build_lms(cfg: Any, run_dir: Path) -> tuple[dict[str, Any], Any, dict[str, Any]]:
-    """``(lms by role, usage ledger or None, resources)``: injected ones, or built from ``cfg.models``."""
-    if _INJECTED is not None:
-        return _INJECTED["lms"], None, _INJECTED["resources"]
-    from memtrace_opt.lm.factory import build_roles
-    from memtrace_opt.lm.usage import UsageLedger
-
-    ledger = UsageLedger()
-    roles = build_roles(cfg.models.task, cfg.models.judge, cfg.models.reflection,
-                        cache_dir=cfg.cache_dir or run_dir, ledger=ledger)
-    return {"task": roles.task, "judge": roles.judge}, ledger, {}
+    """``(lms by role, usage ledger or None, resources)``."""
+    run = build_run_lms(cfg, run_dir)
+    return run.lms, run.ledger, run.resources
 
 
 def _load_conversations(cfg: Any) -> tuple[Any, ...]:

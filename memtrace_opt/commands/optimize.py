@@ -12,42 +12,20 @@ Tests run it without a model through :func:`injected` (LM clients by role, optio
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
+from memtrace_opt.commands.lms import build_run_lms, injected
 from memtrace_opt.errors import ConfigError
 
 __all__ = ["injected", "register", "run_optimize"]
 
-_INJECTED: dict[str, Any] | None = None
-
-
-@contextmanager
-def injected(lms: Mapping[str, Any], resources: Mapping[str, Any] | None = None) -> Iterator[None]:
-    """Run ``optimize`` with these LM clients (``{"task", "judge", "reflection"}``) instead of built ones."""
-    global _INJECTED
-    previous, _INJECTED = _INJECTED, {"lms": dict(lms), "resources": dict(resources or {})}
-    try:
-        yield
-    finally:
-        _INJECTED = previous
-
-
 def _build_lms(cfg: Any, run_dir: Path) -> tuple[dict[str, Any], Any, dict[str, Any]]:
     """``(lms by role, usage ledger or None, resources)``."""
-    if _INJECTED is not None:
-        return _INJECTED["lms"], None, _INJECTED["resources"]
-    from memtrace_opt.lm.factory import build_roles
-    from memtrace_opt.lm.usage import UsageLedger
-
-    ledger = UsageLedger()
-    roles = build_roles(cfg.models.task, cfg.models.judge, cfg.models.reflection,
-                        cache_dir=cfg.cache_dir or run_dir, ledger=ledger)
-    return {"task": roles.task, "judge": roles.judge, "reflection": roles.reflection}, ledger, {}
+    run = build_run_lms(cfg, run_dir)
+    return run.lms, run.ledger, run.resources
 
 
 def _load_data(cfg: Any) -> Any:

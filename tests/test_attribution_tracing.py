@@ -179,3 +179,15 @@ def test_without_any_evidence_the_decision_comes_from_the_gold_answer(recorded, 
     ic = next(ic for inj, ic in injected if inj.error_type == "RetrievalError")
     blame = TracingAttributor(evidence="annotated", embed=None).attribute(ic.graph, ic.case.with_(evidence=()))
     assert (blame.error_type, blame.op_id) == ("RetrievalError", ic.op_id)
+
+
+def test_a_made_up_answer_to_an_unanswerable_question_is_the_answer_ops_fault(recorded):
+    import dataclasses
+
+    case = next(c for c in collect_cases(recorded))
+    unanswerable = dataclasses.replace(case, gold="Not mentioned in the conversation", prediction="Paris",
+                                       flags=case.flags | {"unanswerable"}, evidence=())
+    blame = TracingAttributor(evidence="annotated", embed=None).attribute(recorded, unanswerable)
+    assert blame.error_type == "ResponseError"
+    assert blame.op_id == unanswerable.qa_op and blame.prompt_component == "question_answering"
+    assert "abstain" in blame.reason

@@ -28,6 +28,7 @@ from memtrace_opt.attribution.priors import prior_for
 from memtrace_opt.attribution.text import content_tokens, short, value_text
 from memtrace_opt.attribution.view import answer_ops, live_units, unit_chain
 from memtrace_opt.attribution.walk import Walk, forward_walk
+from memtrace_opt.eval.judge import is_abstention
 from memtrace_opt.graph.model import DELETION, EXTRACTION, JUDGE, MEMORY_UNIT, QA, QUERY, RETRIEVED, MemoryGraph, Operation, split_var_id
 
 __all__ = ["Candidate", "TraceResult", "TracingAttributor", "blame_from", "necessary_facts"]
@@ -82,6 +83,8 @@ class TracingAttributor:
             if case.corrected_answer:
                 why += f" (corrected: {case.corrected_answer!r})"
             return TraceResult([Candidate("AnnotationError", None, 0, why)], [], "audit")
+        if "unanswerable" in case.flags or is_abstention(case.gold):
+            return TraceResult([self._hallucination(graph, case)], [], "abstention")
         starts, source = starting_points(graph, case, mode=self.evidence, top=self.pseudo_top, embed=self.embed)
         speakers = tuple(graph.meta.get("speakers") or ())
         facts = [make_fact(s, graph.value(s), case.question, case.gold, speakers=speakers) for s in starts]
@@ -99,6 +102,15 @@ class TracingAttributor:
     def _walk(self, graph: MemoryGraph, case: FailureCase, fact: Fact) -> Walk:
         return forward_walk(graph, fact, fact.id, judge=self.judge, qa_id=case.qa_id,
                             prior=prior_for(case.system or graph.meta.get("system")), max_frontier=self.max_frontier)
+
+    def _hallucination(self, graph: MemoryGraph, case: FailureCase) -> Candidate:
+        """The conversation never says it: no memory op can have lost it, so answering anything but
+        "not mentioned" is the answering op's fault (it should have abstained)."""
+        qa_op = case.qa_op
+        time = graph.ops[qa_op].time if qa_op in graph.ops else 0
+        return Candidate("ResponseError", qa_op, time,
+                         f"the conversation never states this (gold: {case.gold!r}), yet the answer "
+                         f"{case.prediction!r} asserts something instead of abstaining", None, {"kind": "none"})
 
     def _no_evidence(self, graph: MemoryGraph, case: FailureCase) -> Candidate:
         gold_fact = make_fact("gold", case.gold, case.question, case.gold)

@@ -95,6 +95,9 @@ def test_optimize_and_compare_cli(tmp_path, capsys):
         assert main(["optimize", str(config), "--resume"]) == 0
     out = capsys.readouterr().out
     assert "optimized 100.0%" in out and "question_answering" in out
+    assert "held-out failures attributed:" in out
+    blame = json.loads((tmp_path / "runs" / "none" / "blame.json").read_text())
+    assert blame["signals"] and all(s["error_type"] for s in blame["signals"])
     run = tmp_path / "runs" / "cli-attributed"
     assert (run / "config.yaml").exists() and (run / "prompts" / "question_answering.diff").exists()
     assert main(["compare", str(run), str(tmp_path / "runs" / "none"), "--json"]) == 0

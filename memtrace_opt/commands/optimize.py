@@ -135,6 +135,9 @@ def register(app: typer.Typer) -> None:
         cache_dir: Annotated[Optional[str], typer.Option(
             "--cache-dir", help="LM disk cache directory (default: cache_dir or the run dir); share it across methods.")
         ] = None,
+        attribute: Annotated[bool, typer.Option(
+            "--attribute/--no-attribute", help="Attribute the held-out failures of the final prompts (blame.json).")
+        ] = True,
     ) -> None:
         """Attribute failures, optimize the blamed prompts, compare seed vs optimized on held-out questions."""
         from rich.console import Console
@@ -152,4 +155,22 @@ def register(app: typer.Typer) -> None:
         spend = state.spend
         console.print(f"spent: {spend.get('rollouts', 0)} rollouts, {spend.get('llm_calls', 0)} LM calls "
                       f"({spend.get('cached_calls', 0)} cached), {spend.get('wall_s', 0):.0f} s")
+        if attribute:
+            _attribute_heldout(run_dir, console)
         console.print(f"run dir: {run_dir}")
+
+
+def _attribute_heldout(run_dir: Path, console: Any) -> None:
+    """Blame every held-out failure of the final prompts, so the run's report says why each one failed."""
+    from memtrace_opt.commands.attribute import attribute_run
+    from memtrace_opt.run_dir import read_config
+
+    cfg = read_config(run_dir)
+    attribution = getattr(cfg, "attribution", None)
+    payload = attribute_run(run_dir, counterfactual=bool(getattr(attribution, "counterfactual", True)),
+                            evidence=getattr(attribution, "evidence", "auto"))
+    counts: dict[str, int] = {}
+    for signal in payload["signals"]:
+        counts[signal["error_type"] or "unattributed"] = counts.get(signal["error_type"] or "unattributed", 0) + 1
+    summary = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no failures"
+    console.print(f"held-out failures attributed: {summary} (blame.json)")

@@ -190,7 +190,7 @@ def measure_record_overhead(*, calls: int = 2000, rounds: int = 5) -> dict[str, 
             "record_graph_ops": calls}
 
 
-def measure_pipeline_overhead(*, lm_delay_s: float = 0.005, sessions: int = 5, messages: int = 10,
+def measure_pipeline_overhead(*, lm_delay_s: float = 0.05, sessions: int = 5, messages: int = 10,
                               questions: int = 10, rounds: int = 5) -> dict[str, float]:
     """A small extract/store/retrieve/answer pipeline, tracing on vs off (``enabled=False``).
 
@@ -280,7 +280,9 @@ def run_benchmarks(*, quick: bool = False) -> dict[str, Any]:
     if not quick:
         big = measure_record_overhead(calls=20_000, rounds=1)
         result["record_overhead_us_median_20k_op_graph"] = big["record_overhead_us_median"]
-    result |= measure_pipeline_overhead(rounds=1 if quick else 7, sessions=1 if quick else 5)
+    # 50 ms per LM call is still faster than any real call measured here (the embedded 1.5B model's
+    # shortest Predict ~0.9 s, hosted APIs ~0.2-1 s), so the percentage is an upper bound.
+    result |= measure_pipeline_overhead(rounds=1 if quick else 3, sessions=1 if quick else 5)
     result |= measure_lineage(n_ops=100_000 // scale)
     result["save_load_ops_per_s"] = measure_save_load(n_ops=20_000 // scale)
     result["goals"] = GOALS

@@ -191,3 +191,19 @@ def test_a_made_up_answer_to_an_unanswerable_question_is_the_answer_ops_fault(re
     assert blame.error_type == "ResponseError"
     assert blame.op_id == unanswerable.qa_op and blame.prompt_component == "question_answering"
     assert "abstain" in blame.reason
+
+
+def test_a_fact_split_across_items_no_longer_holds_it():
+    fact = make_fact("message:D1:1@1", {"speaker": "Priya", "text": "I adopted a cat. She's a grey tabby called Biscuit."},
+                     "What is the name of Priya's cat?", "Biscuit", speakers=("Priya", "Tom"))
+    judge = TokenJudge()
+    assert judge.holds(fact, ["Adopted a cat called Biscuit"]).holds is True
+    assert judge.holds(fact, ["Adopted a cat last Saturday", "Grey tabby called Biscuit"]).holds is False
+
+
+def test_update_events_that_store_nothing_carry_nothing():
+    from memtrace_opt.attribution.text import value_items
+
+    events = [{"id": "0", "text": "Stopped Spanish class", "event": "DELETE"},
+              {"id": "1", "text": "Likes tea", "event": "NONE"}, {"id": "2", "text": "Moved to Rome", "event": "ADD"}]
+    assert value_items(events) == ["Moved to Rome"]

@@ -91,13 +91,16 @@ class TokenJudge:
         "What is the name of Priya's cat?"."""
         others = {t: w for t, w in fact.key_tokens.items() if t not in fact.gold_tokens}
         support = {t for t, w in others.items() if w > 1.0} or set(others)  # question words when there are any
-        best, supported = 0.0, False
+        best, supported_items = 0.0, []
         for text in items:
             toks = content_tokens(text)
             ok = not support or bool(toks & support)
-            supported = supported or ok
+            if ok:
+                supported_items.append(text)
             best = max(best, _share(fact.gold_tokens, toks) * (1.0 if ok else 0.3))
-        joined = _share(fact.gold_tokens, content_tokens("\n".join(items))) * (0.9 if supported else 0.3)
+        # Items count jointly only when each is itself about the question: a fact split into
+        # "Adopted a cat" and "Grey tabby called Biscuit" no longer says the cat is called Biscuit.
+        joined = _share(fact.gold_tokens, content_tokens("\n".join(supported_items))) * 0.9
         score = max(best, joined)
         return self._verdict(score, f"gold tokens {sorted(fact.gold_tokens)} covered {score:.2f}")
 

@@ -83,11 +83,17 @@ def value_items(value: Any) -> list[str]:
     """A value as the texts of its items: one per list element, else one for the whole value.
 
     A record (dict) is one item: its ``text``, or else all its non-metadata strings joined
-    (an EverMemOS cell's episode, facts and foresight together).
+    (an EverMemOS cell's episode, facts and foresight together). A memory-update event marked
+    ``NONE`` or ``DELETE`` carries nothing forward (the decision chose not to store its text), so it
+    is no item: a fact that only survives as such an event was dropped by that decision.
     """
     if isinstance(value, (list, tuple)):
-        return [_item_text(x) for x in value]
+        return [_item_text(x) for x in value if not _carries_nothing(x)]
     return [_item_text(value)]
+
+
+def _carries_nothing(item: Any) -> bool:
+    return isinstance(item, dict) and str(item.get("event", "")).upper() in ("NONE", "DELETE")
 
 
 def value_text(value: Any) -> str:

@@ -93,8 +93,10 @@ def test_optimize_and_compare_cli(tmp_path, capsys):
         assert main(["optimize", str(config), "--method", "none", "--out", str(tmp_path / "runs" / "none")]) == 0
         assert main(["optimize", str(config)]) == 2  # a checkpoint exists: --resume needed
         assert main(["optimize", str(config), "--resume"]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert "optimized 100.0%" in out and "question_answering" in out
+    assert "baseline validation accuracy" in captured.err and "round 1/" in captured.err
     assert "held-out failures attributed:" in out
     blame = json.loads((tmp_path / "runs" / "none" / "blame.json").read_text())
     assert blame["signals"] and all(s["error_type"] for s in blame["signals"])

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.eval.judge import DeterministicJudge, Judge
@@ -64,6 +64,12 @@ class LoopContext:
     task_lm: LMClient | None = None
     judge: Judge | None = None
     tuning_from: Path | None = None
+    progress: Callable[[str], None] | None = None
+
+    def say(self, message: str) -> None:
+        """Tell the user where a long run is (the CLI prints it; tests leave it silent)."""
+        if self.progress is not None:
+            self.progress(message)
 
 
 def run_loop(ctx: LoopContext, *, resume: bool = False) -> LoopState:
@@ -82,14 +88,22 @@ def run_loop(ctx: LoopContext, *, resume: bool = False) -> LoopState:
         )
         meter.count_rollouts(adapter)
         if state.baseline_val is None:
+            ctx.say(f"baseline: seed prompts on {len(ctx.data.validation_cases())} validation questions")
             _baseline(ctx, state, adapter, meter)
+        ctx.say(f"baseline validation accuracy {100 * (state.baseline_val or 0):.1f}%")
         while state.status == "running":
             reason = _stop_reason(ctx, state, meter.total())
             if reason:
                 state.stop_reason, state.status = reason, "optimized"
                 break
-            _finish_round(ctx, state, _run_round(ctx, state, adapter, meter), meter)
+            ctx.say(f"round {state.next_round}/{ctx.plan.rounds}: run, attribute failures, optimize blamed prompts")
+            record = _run_round(ctx, state, adapter, meter)
+            ctx.say(f"round {record.index}: {record.failures} failures, blamed {record.blamed or '{}'}, "
+                    f"unoptimizable {record.unoptimizable} → validation {100 * record.val_score:.1f}%"
+                    f" ({'kept' if record.improved else 'not kept'})")
+            _finish_round(ctx, state, record, meter)
         _checkpoint(ctx, state, meter)
+        ctx.say(f"final: seed vs best prompts on {len(ctx.data.heldout_cases())} held-out questions")
         _final(ctx, state, backend, meter)
     return state
 

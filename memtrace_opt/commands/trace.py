@@ -127,8 +127,12 @@ def _render_op(g: MemoryGraph, op: Operation) -> list[str]:
         lines.append(f"    ✗ FAILED: {op.error or op.status}")
         if op.raw:
             lines.append(f"      raw reply: {short_value(op.raw, _WIDTH)}")
-    for role, ids in op.inputs.items():
+    shown_inputs: set[str] = set()
+    for role, ids in sorted(op.inputs.items(), key=lambda item: item[0] == "_previous"):
         for vid in ids:
+            if role == "_previous" and vid in shown_inputs:
+                continue  # the version an update replaces, already listed under its own role
+            shown_inputs.add(vid)
             lines.append(f"    ← {role:<10} {vid:<28} {short_value(g.value(vid), _WIDTH - 30)}")
     for role, vid in op.outputs.items():
         var = g.variables[vid]

@@ -85,13 +85,16 @@ def run_bench(config: str, *, systems: list[str] | None = None, methods: list[st
             if builder.full([system]):
                 break
             qas = list(conv.scored_qa())
+            _say(f"running {system} on {conv.id}")
             run = run_conversation(system, conv, qas, lms=lms, prompts=prompts, settings=settings,
                                    judge=cfg.eval.judge, resources=resources)
             rerun = make_rerun(system, conv, qas, settings, cfg.eval.judge, resources=resources)
             builder.add_run(run.graph, qas, rerun, lms, system=system, real=real)
     embed_fn = pick_embed(embed, resources)
     chosen = _methods(methods or list(ALL_METHODS), lms, evidence, embed_fn)
-    results = run_methods(builder.cases, chosen, lms=lms)
+    _say(f"{len(builder.cases)} cases; running {', '.join(chosen)}")
+    results = run_methods(builder.cases, chosen, lms=lms,
+                          progress=lambda name, i: _say(f"{name}: {i}/{len(builder.cases)} cases"))
     payload = bench_payload(results, skipped=builder.skipped_summary())
     payload["pseudo_evidence_recall"] = evidence_recall(builder.cases, default_embed if embed_fn == "default" else embed_fn)
     payload["config"] = {"systems": systems, "max_cases": max_cases, "evidence": evidence,
@@ -162,3 +165,11 @@ def register(app: typer.Typer) -> None:
             console.print(f"pseudo-evidence recall@{recall['k']}: {recall['mean']:.3f} over {recall['n']} cases")
         for key, reasons in payload["skipped"].items():
             console.print(f"skipped {key}: " + "; ".join(f"{why} ×{n}" for why, n in reasons.items()))
+
+
+def _say(message: str) -> None:
+    """Progress on stderr, timestamped: LLM-based methods take minutes per case on a CPU model."""
+    import sys
+    import time
+
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)

@@ -137,3 +137,22 @@ def test_bench_attribution_json_rows_and_export(tmp_path, capsys):
 def test_bench_attribution_rejects_unknown_systems(tmp_path, capsys):
     assert main(["bench-attribution", str(write_config(tmp_path, "rag")), "--systems", "nope"]) == 2
     assert "unknown value 'nope'" in capsys.readouterr().err
+
+
+def test_bench_attribution_pools_cases_from_several_configs(tmp_path, capsys):
+    """Two dataset slices in one benchmark: cases from both, the first config's run dir and models."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    for path, conv in ((first, "mini-1"), (second, "mini-2")):
+        path.mkdir()
+        (path / "run.yaml").write_text(f"run_name: t\noutput_dir: out\ndataset:\n  name: mini\n"
+                                       f"  conversations: [{conv}]\nsystem:\n  name: rag\n"
+                                       "  settings: {top_k: 2}\neval:\n  judge: llm\n")
+    with attribute_cmd.injected(lms(), resources=RESOURCES):
+        code = main(["bench-attribution", str(first / "run.yaml"), str(second / "run.yaml"), "--max-cases", "40",
+                     "--methods", "tracing", "--json"])
+    assert code == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["config"]["datasets"] == ["mini[mini-1]", "mini[mini-2]"]
+    exported = list((first / "out" / "t" / "attribution_bench" / "rag").glob("*.jsonl.gz"))
+    assert {p.name.split("__")[0] for p in exported} == {"mini-1", "mini-2"}
+    assert not (second / "out").exists()

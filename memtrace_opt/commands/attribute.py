@@ -179,7 +179,7 @@ def register(app: typer.Typer) -> None:
         """Attribute each failed question to its earliest decisive faulty operation; writes RUN_DIR/blame.json."""
         import json
 
-        from rich.console import Console
+        from memtrace_opt.commands.console import table_console
 
         if evidence not in ("annotated", "pseudo", "auto"):
             raise ConfigError("--evidence", None, f"expected annotated, pseudo or auto, got {evidence!r}")
@@ -188,7 +188,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
             return
-        console = Console()
+        console = table_console()
         console.print(summary_table(payload))
         for note in payload["notes"]:
             console.print(f"note: {note}")

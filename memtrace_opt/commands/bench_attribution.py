@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, Sequence
 
 import typer
 
@@ -61,35 +61,30 @@ def _settings(cfg: Any, system: str) -> dict[str, Any]:
     return {"top_k": top_k} if top_k is not None else {}
 
 
-def run_bench(config: str, *, systems: list[str] | None = None, methods: list[str] | None = None,
+def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, methods: list[str] | None = None,
               max_cases: int = 100, max_real: int = 50, real: bool = True, evidence: str = "annotated",
               out: str | None = None, export: str | None = None, embed: Any = "default") -> dict[str, Any]:
-    """Build the cases, run the methods, write the JSON and the benchmark directory; returns the payload."""
+    """Build the cases, run the methods, write the JSON and the benchmark directory; returns the payload.
+
+    Several configs pool their cases (a small dataset alone offers too few correct answers to inject
+    into): the first config gives the models, cache, run directory and systems' settings; every
+    config gives its dataset slice and judge.
+    """
     from memtrace_opt.attribution.bench import bench_payload, evidence_recall, export_bench, run_methods
     from memtrace_opt.attribution.evidence import default_embed
     from memtrace_opt.attribution.benchcases import CaseBuilder
-    from memtrace_opt.commands.attribute import build_lms, load_conversations, pick_embed
+    from memtrace_opt.commands.attribute import build_lms, pick_embed
     from memtrace_opt.config import load_config
-    from memtrace_opt.systems.runner import make_rerun, run_conversation
 
-    cfg = load_config(config)
+    configs = [config] if isinstance(config, str) else list(config)
+    cfgs = [load_config(c) for c in configs]
+    cfg = cfgs[0]
     systems = systems or [cfg.system.name]
     run_dir = cfg.run_dir
     lms, resources = build_lms(cfg, run_dir)
-    conversations = list(load_conversations(cfg).values())
     builder = CaseBuilder(per_type=max(1, math.ceil(max_cases / (len(systems) * 5))), max_real=max_real if real else 0)
-    for system in systems:
-        settings = _settings(cfg, system)
-        prompts = dict(cfg.system.prompts) if system == cfg.system.name else None
-        for conv in conversations:
-            if builder.full([system]):
-                break
-            qas = list(conv.scored_qa())
-            _say(f"running {system} on {conv.id}")
-            run = run_conversation(system, conv, qas, lms=lms, prompts=prompts, settings=settings,
-                                   judge=cfg.eval.judge, resources=resources)
-            rerun = make_rerun(system, conv, qas, settings, cfg.eval.judge, resources=resources)
-            builder.add_run(run.graph, qas, rerun, lms, system=system, real=real)
+    for slice_cfg in cfgs:
+        _add_slice(builder, slice_cfg, cfg, systems, lms, resources, real=real)
     embed_fn = pick_embed(embed, resources)
     chosen = _methods(methods or list(ALL_METHODS), lms, evidence, embed_fn)
     _say(f"{len(builder.cases)} cases; running {', '.join(chosen)}")
@@ -98,13 +93,42 @@ def run_bench(config: str, *, systems: list[str] | None = None, methods: list[st
     payload = bench_payload(results, skipped=builder.skipped_summary())
     payload["pseudo_evidence_recall"] = evidence_recall(builder.cases, default_embed if embed_fn == "default" else embed_fn)
     payload["config"] = {"systems": systems, "max_cases": max_cases, "evidence": evidence,
-                         "dataset": cfg.dataset.name, "judge": cfg.eval.judge}
+                         "datasets": [_slice_label(c) for c in cfgs], "judges": [c.eval.judge for c in cfgs]}
     export_dir = Path(export) if export else run_dir / "attribution_bench"
     payload["exported"] = [str(p) for p in export_bench(builder.cases, export_dir)]
     from memtrace_opt import run_dir as rd
 
     rd.write_json(Path(out) if out else run_dir / "attribution_bench.json", payload)
     return payload
+
+
+def _add_slice(builder: Any, slice_cfg: Any, main_cfg: Any, systems: list[str], lms: dict[str, Any],
+               resources: dict[str, Any], *, real: bool) -> None:
+    """Run every system on one config's conversations and add their cases (until the quotas are met)."""
+    from memtrace_opt.commands.attribute import load_conversations
+    from memtrace_opt.systems.runner import make_rerun, run_conversation
+
+    for system in systems:
+        settings = _settings(main_cfg, system)
+        prompts = dict(main_cfg.system.prompts) if system == main_cfg.system.name else None
+        for conv in load_conversations(slice_cfg).values():
+            if builder.full([system]):
+                break
+            qas = list(conv.scored_qa())
+            _say(f"running {system} on {conv.id}")
+            run = run_conversation(system, conv, qas, lms=lms, prompts=prompts, settings=settings,
+                                   judge=slice_cfg.eval.judge, resources=resources)
+            rerun = make_rerun(system, conv, qas, settings, slice_cfg.eval.judge, resources=resources)
+            builder.add_run(run.graph, qas, rerun, lms, system=system, real=real)
+
+
+def _slice_label(cfg: Any) -> str:
+    """``dataset[conversations, sessions]``: what one config contributed, for the JSON."""
+    d = cfg.dataset
+    parts = [",".join(d.conversations) if d.conversations else "all"]
+    if d.max_sessions:
+        parts.append(f"{d.max_sessions} sessions")
+    return f"{d.name}[{'; '.join(parts)}]"
 
 
 def bench_table(payload: dict[str, Any]) -> Any:
@@ -136,7 +160,8 @@ def register(app: typer.Typer) -> None:
 
     @app.command("bench-attribution")
     def bench_command(
-        config: Annotated[str, typer.Argument(help="Run config (YAML): dataset slice, models, judge.")],
+        config: Annotated[list[str], typer.Argument(help="Run config(s) (YAML): dataset slice, models, judge. "
+                                                         "Several configs pool their cases.")],
         systems: Annotated[Optional[str], typer.Option("--systems", help=f"Comma list of {', '.join(SYSTEMS)} "
                                                                          "(default: the config's system).")] = None,
         methods: Annotated[Optional[str], typer.Option("--methods", help=f"Comma list of {', '.join(ALL_METHODS)}.")] = None,
@@ -156,9 +181,9 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
             return
-        from rich.console import Console
+        from memtrace_opt.commands.console import table_console
 
-        console = Console()
+        console = table_console()
         console.print(bench_table(payload))
         recall = payload["pseudo_evidence_recall"]
         if recall["n"]:

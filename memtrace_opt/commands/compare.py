@@ -30,9 +30,9 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps({"rows": [r.to_dict() for r in rows]}, indent=2))
             return
-        from rich.console import Console
+        from memtrace_opt.commands.console import table_console
 
-        console = Console()
+        console = table_console()
         console.print(render_table(rows))
         for r in rows:
             for warning in r.warnings:

@@ -113,10 +113,10 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
     ) -> None:
         """Evaluate the config's memory system on its dataset slice; writes graphs, results and a summary."""
-        from rich.console import Console
+        from memtrace_opt.commands.console import table_console
 
         result = run_eval(config, resume=resume, out=out, dataset_path=dataset_path, progress=not quiet)
-        console = Console()
+        console = table_console()
         console.print(summary_table(result.summary))
         if result.resumed:
             console.print(f"resumed: {', '.join(result.resumed)} (already finished)")

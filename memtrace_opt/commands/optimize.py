@@ -148,11 +148,11 @@ def register(app: typer.Typer) -> None:
         ] = True,
     ) -> None:
         """Attribute failures, optimize the blamed prompts, compare seed vs optimized on held-out questions."""
-        from rich.console import Console
+        from memtrace_opt.commands.console import table_console
 
         state, run_dir = run_optimize(config, method=method, resume=resume, out=out, tuning_from=tuning_from,
                              dataset_path=dataset_path, cache_dir=cache_dir)
-        console = Console()
+        console = table_console()
         console.print(rounds_table(state))
         final = state.final or {}
         console.print(

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The attribution benchmark as measured for the README, in two runs that share one LM cache:
+#
+#   experiments/scripts/run_bench_attribution.sh [OUT_DIR]
+#
+# 1. Tracing and its variants on every case of the pooled mini + LoCoMo slices (>= 100 injected
+#    cases over the four systems; real failures labelled by lineage or by the LoCoMo audit).
+# 2. The four LLM baselines on a smaller injected subset of the mini slice (--max-cases 4: one
+#    case per system x error type where the graph allows it). With the embedded 1.5B model on a
+#    CPU they take about a minute per case each (step_by_step: several); a served model
+#    (models.*.provider: litellm) makes the whole pool affordable.
+# Re-running is cheap: every system run and LM call already made is read back from the cache.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")/.." && pwd)"
+out="${1:-runs/bench_attribution}"
+cli="${MEMTRACE_OPT:-memtrace-opt}"
+systems=long_context,rag,evermemos,mem0
+mkdir -p "$out"
+
+"$cli" bench-attribution "$here/configs/bench_attribution_mini.yaml" "$here/configs/bench_attribution_locomo.yaml" \
+  --systems "$systems" --methods tracing,tracing+llm,tracing+cf --max-cases 300 --max-real 60 \
+  --out "$out/tracing.json" --export "$out/export_tracing" | tee "$out/tracing.txt"
+
+for method in flat_log all_at_once step_by_step binary_search; do
+  "$cli" bench-attribution "$here/configs/bench_attribution_mini.yaml" \
+    --systems "$systems" --methods "$method" --max-cases 4 --max-real 0 \
+    --out "$out/$method.json" --export "$out/export_$method" | tee "$out/$method.txt"
+done

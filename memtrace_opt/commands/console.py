@@ -1,0 +1,21 @@
+"""The console the commands print their tables on.
+
+Rich wraps to 80 columns when output is not a terminal, which squeezes a ten-column table into
+unreadable ``tra…`` cells in a log file; piped output gets a wide console instead.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+__all__ = ["table_console"]
+
+PIPED_WIDTH = 200
+
+
+def table_console() -> Any:
+    """A rich Console: the terminal's width on a terminal, ``PIPED_WIDTH`` columns when piped."""
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)

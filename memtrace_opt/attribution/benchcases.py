@@ -5,13 +5,19 @@ that system × type is under its quota); failed ones become real cases where the
 unambiguous. Every skip is counted by reason, so the report says how many cases each type lacked
 and why (for instance: no update of a unit that already held the evidence — Mem0 with a small
 model mostly ADDs).
+
+An injection replays the whole conversation, and a fault in ingestion changes what every later
+question reads: with Long-Context on a LoCoMo slice that re-answers 20 questions over a 3k-token
+context per injected case. Given ``focus`` (a rerun factory for a subset of the questions), an
+injection replays ingestion and only the case's own question: op ids are per-session ordinals, so
+every op keeps its id (checked; the full rerun is used when the injected op would not).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from memtrace_opt.attribution.bench import BenchCase, label_real_failures
 from memtrace_opt.attribution.failures import collect_cases
@@ -35,16 +41,19 @@ class CaseBuilder:
     _count: Counter = field(default_factory=Counter)
 
     def add_run(self, graph: MemoryGraph, qas: Sequence[Any], rerun: Rerun, lms: Mapping[str, LMClient], *,
-                system: str, real: bool = True) -> None:
-        """Inject faults into the run's correct answers; label its failures (when ``real``)."""
+                system: str, real: bool = True, focus: Callable[[Sequence[Any]], Rerun] | None = None) -> None:
+        """Inject faults into the run's correct answers; label its failures (when ``real``).
+
+        ``focus(qas)`` makes a rerun answering only ``qas``; injections then replay one question.
+        """
         judged = collect_cases(graph, qas)
         for case in judged:
             if not case.failed and case.score is not None:
-                self._inject(graph, case, rerun, lms, system, qas)
+                self._inject(graph, case, rerun, lms, system, qas, focus)
         if real:
             self._real(graph, judged, rerun, system)
 
-    def _inject(self, graph, case, rerun, lms, system, qas) -> None:
+    def _inject(self, graph, case, rerun, lms, system, qas, focus) -> None:
         wanted = [t for t in self.types if self._count[(system, t)] < self.per_type]
         if not wanted:
             return
@@ -52,13 +61,16 @@ class CaseBuilder:
         for error_type, why in skipped.items():
             self.skipped[f"{system}/{error_type}"][why] += 1
         qa = next((q for q in qas if getattr(q, "id", None) == case.qa_id), None)
+        focused = focus([qa]) if focus is not None and qa is not None else None
         for injection in plans:
-            result = inject_case(graph, case, injection, rerun, lms, qa=qa)
+            result, used = _inject_focused(graph, case, injection, focused, lms, qa) if focused else (None, rerun)
+            if result is None:
+                result = inject_case(graph, case, injection, rerun, lms, qa=qa)
             if isinstance(result, str):
                 self.skipped[f"{system}/{injection.error_type}"][_short(result)] += 1
                 continue
             result.system = system
-            self.cases.append(BenchCase.from_injected(result, injection.overrides, rerun))
+            self.cases.append(BenchCase.from_injected(result, injection.overrides, used))
             self._count[(system, injection.error_type)] += 1
 
     def _real(self, graph, judged, rerun, system) -> None:
@@ -76,6 +88,20 @@ class CaseBuilder:
 
     def skipped_summary(self) -> dict[str, dict[str, int]]:
         return {k: dict(v) for k, v in sorted(self.skipped.items())}
+
+
+def _inject_focused(graph: MemoryGraph, case: Any, injection: Any, focused: Rerun, lms: Mapping[str, LMClient],
+                    qa: Any) -> tuple[Any, Rerun]:
+    """The injection replayed on ingestion + the case's question: ``(result, rerun)``, or ``(None, _)``
+    when the replayed graph does not keep the injected op's id (then the full rerun decides)."""
+    result = inject_case(graph, case, injection, focused, lms, qa=qa)
+    if isinstance(result, str):
+        return (None, focused) if result.startswith("replay failed") else (result, focused)
+    kept = result.graph.ops.get(injection.op_id)
+    if kept is None or kept.name != graph.ops[injection.op_id].name:
+        return None, focused
+    result.graph.meta["qa_ids"] = [case.qa_id]
+    return result, focused
 
 
 def _short(reason: str) -> str:

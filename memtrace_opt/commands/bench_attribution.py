@@ -119,7 +119,9 @@ def _add_slice(builder: Any, slice_cfg: Any, main_cfg: Any, systems: list[str], 
             run = run_conversation(system, conv, qas, lms=lms, prompts=prompts, settings=settings,
                                    judge=slice_cfg.eval.judge, resources=resources)
             rerun = make_rerun(system, conv, qas, settings, slice_cfg.eval.judge, resources=resources)
-            builder.add_run(run.graph, qas, rerun, lms, system=system, real=real)
+            builder.add_run(run.graph, qas, rerun, lms, system=system, real=real,
+                            focus=lambda subset, conv=conv, system=system, settings=settings: make_rerun(
+                                system, conv, subset, settings, slice_cfg.eval.judge, resources=resources))
 
 
 def _slice_label(cfg: Any) -> str:

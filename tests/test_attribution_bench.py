@@ -132,6 +132,10 @@ def test_loose_labels_and_op_ids_are_normalised(deletion):
     assert match_op("op ingest:s3/tt.delete#0.", graph) == "ingest:s3/tt.delete#0"
     assert match_op("tt.decide#1", graph) is None  # three sessions have one
     assert match_op("x", graph) is None and match_op("extract", graph) is None  # no guessing from fragments
+    op = graph.ops["ingest:s3/tt.delete#0"]
+    assert match_op(str(op.time), graph) == op.id and match_op(f"[{op.time}]", graph) == op.id  # the log's stamp
+    assert match_op(str(op.time), graph, candidates=["ingest:s1/tt.extract#0"]) is None  # not among the shown ops
+    assert match_op("999999", graph) is None
 
 
 # -- aggregate, real-failure labels, export --------------------------------------------------------

@@ -156,3 +156,17 @@ def test_bench_attribution_pools_cases_from_several_configs(tmp_path, capsys):
     exported = list((first / "out" / "t" / "attribution_bench" / "rag").glob("*.jsonl.gz"))
     assert {p.name.split("__")[0] for p in exported} == {"mini-1", "mini-2"}
     assert not (second / "out").exists()
+
+
+@pytest.mark.parametrize(("flag", "many"), [([], False), (["--full-replay"], True)])
+def test_bench_attribution_replays_one_question_unless_told(tmp_path, capsys, flag, many):
+    from memtrace_opt.graph.io_json import load_json
+
+    cfg = write_config(tmp_path, "long_context")
+    with attribute_cmd.injected(lms(), resources=RESOURCES):
+        assert main(["bench-attribution", str(cfg), "--max-cases", "5", "--max-real", "0", "--methods", "tracing",
+                     "--json", *flag]) == 0
+    capsys.readouterr()
+    exported = list((tmp_path / "out" / "t" / "attribution_bench" / "long_context").glob("*.jsonl.gz"))
+    answered = {len([s for s in load_json(p).sessions if s.startswith("answer:")]) for p in exported}
+    assert exported and (min(answered) > 1 if many else answered == {1})

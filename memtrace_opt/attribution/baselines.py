@@ -14,6 +14,7 @@ attribution (``error_type=None``) recorded on the signal, never an exception.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,7 @@ from memtrace_opt.lm.base import LMClient
 __all__ = ["BASELINES", "AllAtOnce", "BinarySearch", "Constant", "FlatLog", "StepByStep", "make_baseline",
            "parse_blame"]
 
+_TIME_STAMP = re.compile(r"\[?\s*(\d+)\s*\]?")
 LABELS = ("ExtractionError", "UpdateError", "DeletionError", "RetrievalError", "ResponseError", "AnnotationError")
 
 TAXONOMY = """Error types (for the earliest decisive faulty operation: locally wrong for its role, and fixing it alone
@@ -83,10 +85,15 @@ def normalise_type(raw: str) -> str | None:
 
 def match_op(raw: str, graph: MemoryGraph, candidates: list[str] | None = None) -> str | None:
     """The op id the LM meant: exact, else the only candidate that ends with the text ("tt.delete#0" for
-    "ingest:s3/tt.delete#0") or is quoted inside it. Short or ambiguous text matches nothing."""
+    "ingest:s3/tt.delete#0") or is quoted inside it, else the op shown at that log time ("72" or
+    "[72]" for the line "[72] answer:q3/qa.answer#0 ..."; small models answer with the number the
+    line starts with). Short or ambiguous text matches nothing."""
     raw = raw.strip().strip("`'\" ")
     if raw in graph.ops:
         return raw
+    if (stamp := _TIME_STAMP.fullmatch(raw)) is not None:
+        hits = [o for o in (candidates or graph.ops) if o in graph.ops and graph.ops[o].time == int(stamp[1])]
+        return hits[0] if len(hits) == 1 else None
     if len(raw) < 6 or "#" not in raw:
         return None
     pool = candidates or list(graph.ops)

@@ -63,12 +63,14 @@ def _settings(cfg: Any, system: str) -> dict[str, Any]:
 
 def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, methods: list[str] | None = None,
               max_cases: int = 100, max_real: int = 50, real: bool = True, evidence: str = "annotated",
-              out: str | None = None, export: str | None = None, embed: Any = "default") -> dict[str, Any]:
+              out: str | None = None, export: str | None = None, embed: Any = "default",
+              focus: bool = True) -> dict[str, Any]:
     """Build the cases, run the methods, write the JSON and the benchmark directory; returns the payload.
 
     Several configs pool their cases (a small dataset alone offers too few correct answers to inject
     into): the first config gives the models, cache, run directory and systems' settings; every
-    config gives its dataset slice and judge.
+    config gives its dataset slice and judge. ``focus`` replays each injection on ingestion plus the
+    case's own question (False: the whole conversation, every question re-answered).
     """
     from memtrace_opt.attribution.bench import bench_payload, evidence_recall, export_bench, run_methods
     from memtrace_opt.attribution.evidence import default_embed
@@ -84,7 +86,7 @@ def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, 
     lms, resources = build_lms(cfg, run_dir)
     builder = CaseBuilder(per_type=max(1, math.ceil(max_cases / (len(systems) * 5))), max_real=max_real if real else 0)
     for slice_cfg in cfgs:
-        _add_slice(builder, slice_cfg, cfg, systems, lms, resources, real=real)
+        _add_slice(builder, slice_cfg, cfg, systems, lms, resources, real=real, focus=focus)
     embed_fn = pick_embed(embed, resources)
     chosen = _methods(methods or list(ALL_METHODS), lms, evidence, embed_fn)
     _say(f"{len(builder.cases)} cases; running {', '.join(chosen)}")
@@ -103,7 +105,7 @@ def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, 
 
 
 def _add_slice(builder: Any, slice_cfg: Any, main_cfg: Any, systems: list[str], lms: dict[str, Any],
-               resources: dict[str, Any], *, real: bool) -> None:
+               resources: dict[str, Any], *, real: bool, focus: bool) -> None:
     """Run every system on one config's conversations and add their cases (until the quotas are met)."""
     from memtrace_opt.commands.attribute import load_conversations
     from memtrace_opt.systems.runner import make_rerun, run_conversation
@@ -119,9 +121,9 @@ def _add_slice(builder: Any, slice_cfg: Any, main_cfg: Any, systems: list[str], 
             run = run_conversation(system, conv, qas, lms=lms, prompts=prompts, settings=settings,
                                    judge=slice_cfg.eval.judge, resources=resources)
             rerun = make_rerun(system, conv, qas, settings, slice_cfg.eval.judge, resources=resources)
-            builder.add_run(run.graph, qas, rerun, lms, system=system, real=real,
-                            focus=lambda subset, conv=conv, system=system, settings=settings: make_rerun(
-                                system, conv, subset, settings, slice_cfg.eval.judge, resources=resources))
+            focused = (lambda subset, conv=conv, system=system, settings=settings: make_rerun(
+                system, conv, subset, settings, slice_cfg.eval.judge, resources=resources)) if focus else None
+            builder.add_run(run.graph, qas, rerun, lms, system=system, real=real, focus=focused)
 
 
 def _slice_label(cfg: Any) -> str:
@@ -173,13 +175,15 @@ def register(app: typer.Typer) -> None:
         out: Annotated[Optional[str], typer.Option("--out", help="JSON path (default RUN_DIR/attribution_bench.json).")] = None,
         export: Annotated[Optional[str], typer.Option("--export", help="Benchmark directory to write.")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print the JSON instead of the table.")] = False,
+        full_replay: Annotated[bool, typer.Option("--full-replay", help="Replay each injection over the whole "
+                                                  "conversation, re-answering every question (slower).")] = False,
     ) -> None:
         """Benchmark the attribution methods on injected and real failures with ground truth."""
         if evidence not in ("annotated", "pseudo"):
             raise ConfigError("--evidence", None, f"expected annotated or pseudo, got {evidence!r}")
         payload = run_bench(config, systems=_split(systems, SYSTEMS, "--systems"),
                             methods=_split(methods, ALL_METHODS, "--methods"), max_cases=max_cases,
-                            max_real=max_real, evidence=evidence, out=out, export=export)
+                            max_real=max_real, evidence=evidence, out=out, export=export, focus=not full_replay)
         if as_json:
             print(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
             return

@@ -7,8 +7,8 @@
 #    cases over the four systems; real failures labelled by lineage or by the LoCoMo audit).
 # 2. The four LLM baselines on a smaller injected subset of the mini slice (--max-cases 4: one
 #    case per system x error type where the graph allows it). With the embedded 1.5B model on a
-#    CPU they take about a minute per case each (step_by_step: several); a served model
-#    (models.*.provider: litellm) makes the whole pool affordable.
+#    CPU they take 18 s to 2 min per case; a served model (models.*.provider: litellm) makes the
+#    whole pool affordable. --full-replay keeps every question in the case graphs, as measured.
 # Re-running is cheap: every system run and LM call already made is read back from the cache.
 set -euo pipefail
 
@@ -24,6 +24,6 @@ mkdir -p "$out"
 
 for method in flat_log all_at_once step_by_step binary_search; do
   "$cli" bench-attribution "$here/configs/bench_attribution_mini.yaml" \
-    --systems "$systems" --methods "$method" --max-cases 4 --max-real 0 \
+    --systems "$systems" --methods "$method" --max-cases 4 --max-real 0 --full-replay \
     --out "$out/$method.json" --export "$out/export_$method" | tee "$out/$method.txt"
 done

@@ -170,3 +170,15 @@ def test_bench_attribution_replays_one_question_unless_told(tmp_path, capsys, fl
     exported = list((tmp_path / "out" / "t" / "attribution_bench" / "long_context").glob("*.jsonl.gz"))
     answered = {len([s for s in load_json(p).sessions if s.startswith("answer:")]) for p in exported}
     assert exported and (min(answered) > 1 if many else answered == {1})
+
+
+def test_bench_attribution_skips_injections_over_the_replay_budget(tmp_path, capsys):
+    """A replay cap of one LM call: RAG's re-answer plus re-judge needs two, so those injections are skipped."""
+    cfg = write_config(tmp_path, "rag")
+    with attribute_cmd.injected(lms(), resources=RESOURCES):
+        assert main(["bench-attribution", str(cfg), "--max-cases", "10", "--max-real", "0", "--methods", "tracing",
+                     "--max-replay-calls", "1", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    reasons = {why for per_type in payload["skipped"].values() for why in per_type}
+    assert "replay over the LM-call budget" in reasons
+    assert payload["config"]["max_replay_calls"] == 1

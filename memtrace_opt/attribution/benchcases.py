@@ -25,6 +25,7 @@ from memtrace_opt.attribution.inject import INJECTABLE, inject_case, plan_inject
 from memtrace_opt.graph import MemoryGraph
 from memtrace_opt.graph.replay import Rerun
 from memtrace_opt.lm.base import LMClient
+from memtrace_opt.lm.budget import CallBudgetExceeded, with_call_budget
 
 __all__ = ["CaseBuilder"]
 
@@ -35,6 +36,7 @@ class CaseBuilder:
 
     per_type: int
     max_real: int = 50
+    max_replay_calls: int | None = None  # an injection whose replay needs more LM calls is skipped
     types: Sequence[str] = INJECTABLE
     cases: list[BenchCase] = field(default_factory=list)
     skipped: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
@@ -63,9 +65,10 @@ class CaseBuilder:
         qa = next((q for q in qas if getattr(q, "id", None) == case.qa_id), None)
         focused = focus([qa]) if focus is not None and qa is not None else None
         for injection in plans:
-            result, used = _inject_focused(graph, case, injection, focused, lms, qa) if focused else (None, rerun)
+            budget = lambda: with_call_budget(lms, self.max_replay_calls)  # noqa: E731 (fresh per replay)
+            result, used = _inject_focused(graph, case, injection, focused, budget(), qa) if focused else (None, rerun)
             if result is None:
-                result = inject_case(graph, case, injection, rerun, lms, qa=qa)
+                result = inject_case(graph, case, injection, rerun, budget(), qa=qa)
             if isinstance(result, str):
                 self.skipped[f"{system}/{injection.error_type}"][_short(result)] += 1
                 continue
@@ -96,7 +99,8 @@ def _inject_focused(graph: MemoryGraph, case: Any, injection: Any, focused: Reru
     when the replayed graph does not keep the injected op's id (then the full rerun decides)."""
     result = inject_case(graph, case, injection, focused, lms, qa=qa)
     if isinstance(result, str):
-        return (None, focused) if result.startswith("replay failed") else (result, focused)
+        fall_back = result.startswith("replay failed") and CallBudgetExceeded.__name__ not in result
+        return (None, focused) if fall_back else (result, focused)
     kept = result.graph.ops.get(injection.op_id)
     if kept is None or kept.name != graph.ops[injection.op_id].name:
         return None, focused
@@ -106,4 +110,6 @@ def _inject_focused(graph: MemoryGraph, case: Any, injection: Any, focused: Reru
 
 def _short(reason: str) -> str:
     """A skip reason without case-specific text (so reasons group)."""
+    if CallBudgetExceeded.__name__ in reason:
+        return "replay over the LM-call budget"
     return reason.split(" (", 1)[0].split(":", 1)[0] if reason.startswith(("still", "ambiguous", "replay")) else reason

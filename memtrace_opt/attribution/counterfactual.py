@@ -26,6 +26,7 @@ from memtrace_opt.graph import MemoryGraph, Overrides, replay
 from memtrace_opt.graph.model import MEMORY_UNIT, RETRIEVED
 from memtrace_opt.graph.replay import Rerun
 from memtrace_opt.lm.base import LMClient
+from memtrace_opt.lm.budget import with_call_budget
 
 __all__ = ["CounterfactualAttributor", "Verdict", "add_record", "build_fix", "inject_text", "merge_overrides", "verify"]
 
@@ -199,13 +200,15 @@ class CounterfactualAttributor:
     max_candidates: int = 3
     name: str = "tracing+cf"
     base: Overrides = field(default_factory=Overrides)
+    max_replay_calls: int | None = None  # a fix whose replay needs more LM calls gets no verdict
 
     def attribute(self, graph: MemoryGraph, case: FailureCase) -> BlameSignal:
         meter = CostMeter(self.tracing.meters).start()
         result = self.tracing.trace(graph, case)
         verdicts = []
         for cand in result.candidates[: self.max_candidates]:
-            verdict = verify(graph, case, cand, self.rerun, self.lms, base=self.base)
+            verdict = verify(graph, case, cand, self.rerun, with_call_budget(self.lms, self.max_replay_calls),
+                             base=self.base)
             if verdict.applicable:
                 meter.add_replay(verdict.lm_calls, verdict.prompt_tokens, verdict.completion_tokens)
             verdicts.append(verdict)

@@ -37,7 +37,8 @@ def _split(value: str | None, allowed: tuple[str, ...], option: str) -> list[str
     return items
 
 
-def _methods(names: list[str], lms: dict[str, Any], evidence: str, embed: Any) -> dict[str, Any]:
+def _methods(names: list[str], lms: dict[str, Any], evidence: str, embed: Any,
+             max_replay_calls: int | None = None) -> dict[str, Any]:
     from memtrace_opt.attribution.counterfactual import CounterfactualAttributor
     from memtrace_opt.commands.attribute import make_method
 
@@ -45,7 +46,8 @@ def _methods(names: list[str], lms: dict[str, Any], evidence: str, embed: Any) -
     for name in names:
         if name == "tracing+cf":
             tracing = make_method("tracing", lms, evidence=evidence, embed=embed)
-            out[name] = CounterfactualAttributor(tracing, rerun=lambda tracer: None, lms=lms)
+            out[name] = CounterfactualAttributor(tracing, rerun=lambda tracer: None, lms=lms,
+                                                 max_replay_calls=max_replay_calls)
         elif name == "tracing+llm":
             out[name] = make_method("tracing", lms, evidence=evidence, embed=embed, llm_content=True)
         else:
@@ -64,13 +66,15 @@ def _settings(cfg: Any, system: str) -> dict[str, Any]:
 def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, methods: list[str] | None = None,
               max_cases: int = 100, max_real: int = 50, real: bool = True, evidence: str = "annotated",
               out: str | None = None, export: str | None = None, embed: Any = "default",
-              focus: bool = True) -> dict[str, Any]:
+              focus: bool = True, max_replay_calls: int | None = None) -> dict[str, Any]:
     """Build the cases, run the methods, write the JSON and the benchmark directory; returns the payload.
 
     Several configs pool their cases (a small dataset alone offers too few correct answers to inject
     into): the first config gives the models, cache, run directory and systems' settings; every
     config gives its dataset slice and judge. ``focus`` replays each injection on ingestion plus the
     case's own question (False: the whole conversation, every question re-answered).
+    ``max_replay_calls`` caps the LM calls of each injection and counterfactual replay (a Mem0
+    ingestion fault re-decides every later memory update); a capped injection is a counted skip.
     """
     from memtrace_opt.attribution.bench import bench_payload, evidence_recall, export_bench, run_methods
     from memtrace_opt.attribution.evidence import default_embed
@@ -84,17 +88,19 @@ def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, 
     systems = systems or [cfg.system.name]
     run_dir = cfg.run_dir
     lms, resources = build_lms(cfg, run_dir)
-    builder = CaseBuilder(per_type=max(1, math.ceil(max_cases / (len(systems) * 5))), max_real=max_real if real else 0)
+    builder = CaseBuilder(per_type=max(1, math.ceil(max_cases / (len(systems) * 5))), max_real=max_real if real else 0,
+                          max_replay_calls=max_replay_calls)
     for slice_cfg in cfgs:
         _add_slice(builder, slice_cfg, cfg, systems, lms, resources, real=real, focus=focus)
     embed_fn = pick_embed(embed, resources)
-    chosen = _methods(methods or list(ALL_METHODS), lms, evidence, embed_fn)
+    chosen = _methods(methods or list(ALL_METHODS), lms, evidence, embed_fn, max_replay_calls)
     _say(f"{len(builder.cases)} cases; running {', '.join(chosen)}")
     results = run_methods(builder.cases, chosen, lms=lms,
                           progress=lambda name, i: _say(f"{name}: {i}/{len(builder.cases)} cases"))
     payload = bench_payload(results, skipped=builder.skipped_summary())
     payload["pseudo_evidence_recall"] = evidence_recall(builder.cases, default_embed if embed_fn == "default" else embed_fn)
     payload["config"] = {"systems": systems, "max_cases": max_cases, "evidence": evidence,
+                         "focused_replay": focus, "max_replay_calls": max_replay_calls,
                          "datasets": [_slice_label(c) for c in cfgs], "judges": [c.eval.judge for c in cfgs]}
     export_dir = Path(export) if export else run_dir / "attribution_bench"
     payload["exported"] = [str(p) for p in export_bench(builder.cases, export_dir)]
@@ -177,13 +183,17 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print the JSON instead of the table.")] = False,
         full_replay: Annotated[bool, typer.Option("--full-replay", help="Replay each injection over the whole "
                                                   "conversation, re-answering every question (slower).")] = False,
+        max_replay_calls: Annotated[Optional[int], typer.Option(
+            "--max-replay-calls", min=1, help="Skip an injection (and leave a counterfactual fix unverified) whose "
+                                              "replay needs more LM calls than this.")] = None,
     ) -> None:
         """Benchmark the attribution methods on injected and real failures with ground truth."""
         if evidence not in ("annotated", "pseudo"):
             raise ConfigError("--evidence", None, f"expected annotated or pseudo, got {evidence!r}")
         payload = run_bench(config, systems=_split(systems, SYSTEMS, "--systems"),
                             methods=_split(methods, ALL_METHODS, "--methods"), max_cases=max_cases,
-                            max_real=max_real, evidence=evidence, out=out, export=export, focus=not full_replay)
+                            max_real=max_real, evidence=evidence, out=out, export=export, focus=not full_replay,
+                            max_replay_calls=max_replay_calls)
         if as_json:
             print(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
             return

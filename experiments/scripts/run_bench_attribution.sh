@@ -3,8 +3,11 @@
 #
 #   experiments/scripts/run_bench_attribution.sh [OUT_DIR]
 #
-# 1. Tracing and its variants on every case of the pooled mini + LoCoMo slices (>= 100 injected
-#    cases over the four systems; real failures labelled by lineage or by the LoCoMo audit).
+# 1. Tracing with and without the LLM content judge on every case of the pooled mini + LoCoMo
+#    slices (>= 100 injected cases over the four systems; real failures labelled by lineage or by
+#    the LoCoMo audit). --max-replay-calls 6 skips an injection whose replay needs more calls (a
+#    Mem0 ingestion fault re-decides every later memory update: ~35 s a call, ~20 min per case).
+#    Tracing with counterfactual replay runs on the mini slice's cases (its replays are LM calls).
 # 2. The four LLM baselines on a smaller injected subset of the mini slice (--max-cases 4: one
 #    case per system x error type where the graph allows it). With the embedded 1.5B model on a
 #    CPU they take 18 s to 2 min per case; a served model (models.*.provider: litellm) makes the
@@ -19,8 +22,12 @@ systems=long_context,rag,evermemos,mem0
 mkdir -p "$out"
 
 "$cli" bench-attribution "$here/configs/bench_attribution_mini.yaml" "$here/configs/bench_attribution_locomo.yaml" \
-  --systems "$systems" --methods tracing,tracing+llm,tracing+cf --max-cases 300 --max-real 60 \
+  --systems "$systems" --methods tracing,tracing+llm --max-cases 300 --max-real 60 --max-replay-calls 6 \
   --out "$out/tracing.json" --export "$out/export_tracing" | tee "$out/tracing.txt"
+
+"$cli" bench-attribution "$here/configs/bench_attribution_mini.yaml" \
+  --systems "$systems" --methods tracing,tracing+cf --max-cases 120 --max-real 30 --max-replay-calls 6 \
+  --out "$out/tracing_cf.json" --export "$out/export_tracing_cf" | tee "$out/tracing_cf.txt"
 
 for method in flat_log all_at_once step_by_step binary_search; do
   "$cli" bench-attribution "$here/configs/bench_attribution_mini.yaml" \

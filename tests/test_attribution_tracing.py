@@ -207,3 +207,13 @@ def test_update_events_that_store_nothing_carry_nothing():
     events = [{"id": "0", "text": "Stopped Spanish class", "event": "DELETE"},
               {"id": "1", "text": "Likes tea", "event": "NONE"}, {"id": "2", "text": "Moved to Rome", "event": "ADD"}]
     assert value_items(events) == ["Moved to Rome"]
+
+
+def test_no_fault_is_injected_into_a_question_whose_gold_the_audit_flags(recorded):
+    """Its failure would be an AnnotationError as well as the injected type: no single ground truth."""
+    from dataclasses import replace
+
+    case = next(c for c in collect_cases(recorded) if not c.failed)
+    assert plan_injections(recorded, case)[0]
+    plans, skipped = plan_injections(recorded, replace(case, flags=frozenset({"audit_wrong_gold"})))
+    assert plans == [] and set(skipped.values()) == {"gold flagged wrong by the dataset audit"}

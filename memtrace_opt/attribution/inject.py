@@ -13,7 +13,9 @@ decisive faulty op by construction (everything before it is as recorded; the rec
 - RetrievalError: the fact's records dropped from this question's final retrieval output.
 - ResponseError: the answer replaced by an abstention.
 
-A type the graph offers no op for (no update of a holding unit, say) is skipped with a reason.
+A type the graph offers no op for (no update of a holding unit, say) is skipped with a reason, and
+so is a question whose gold answer the dataset audit flags as wrong: a fault injected there would
+also be an AnnotationError, so it has no single ground truth.
 """
 
 from __future__ import annotations
@@ -91,6 +93,8 @@ def plan_injections(graph: MemoryGraph, case: FailureCase, *, judge: ContentJudg
                     types: Sequence[str] = INJECTABLE) -> tuple[list[Injection], dict[str, str]]:
     """The injections possible for correctly answered ``case``, and why the other types were skipped."""
     judge = judge or TokenJudge()
+    if "audit_wrong_gold" in case.flags:  # the failure would be an AnnotationError too: no single ground truth
+        return [], {t: "gold flagged wrong by the dataset audit" for t in types}
     facts = _facts(graph, case)
     planners = {"ExtractionError": _plan_extraction, "UpdateError": _plan_update, "DeletionError": _plan_deletion,
                 "RetrievalError": _plan_retrieval, "ResponseError": _plan_response}

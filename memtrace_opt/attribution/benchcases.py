@@ -25,7 +25,7 @@ from memtrace_opt.attribution.inject import INJECTABLE, inject_case, plan_inject
 from memtrace_opt.graph import MemoryGraph
 from memtrace_opt.graph.replay import Rerun
 from memtrace_opt.lm.base import LMClient
-from memtrace_opt.lm.budget import CallBudgetExceeded, with_call_budget
+from memtrace_opt.lm.budget import with_call_budget
 
 __all__ = ["CaseBuilder"]
 
@@ -64,17 +64,20 @@ class CaseBuilder:
             self.skipped[f"{system}/{error_type}"][why] += 1
         qa = next((q for q in qas if getattr(q, "id", None) == case.qa_id), None)
         focused = focus([qa]) if focus is not None and qa is not None else None
-        for injection in plans:
-            budget = lambda: with_call_budget(lms, self.max_replay_calls)  # noqa: E731 (fresh per replay)
-            result, used = _inject_focused(graph, case, injection, focused, budget(), qa) if focused else (None, rerun)
+        for injection in plans:  # each replay gets a fresh call budget
+            result, used = (_inject_focused(graph, case, injection, focused, self._budgeted(lms), qa) if focused
+                            else (None, rerun))
             if result is None:
-                result = inject_case(graph, case, injection, rerun, budget(), qa=qa)
+                result = inject_case(graph, case, injection, rerun, self._budgeted(lms), qa=qa)
             if isinstance(result, str):
                 self.skipped[f"{system}/{injection.error_type}"][_short(result)] += 1
                 continue
             result.system = system
             self.cases.append(BenchCase.from_injected(result, injection.overrides, used))
             self._count[(system, injection.error_type)] += 1
+
+    def _budgeted(self, lms: Mapping[str, LMClient]) -> Mapping[str, LMClient]:
+        return with_call_budget(lms, self.max_replay_calls)
 
     def _real(self, graph, judged, rerun, system) -> None:
         room = self.max_real - sum(1 for c in self.cases if c.source != "injected")
@@ -99,8 +102,7 @@ def _inject_focused(graph: MemoryGraph, case: Any, injection: Any, focused: Reru
     when the replayed graph does not keep the injected op's id (then the full rerun decides)."""
     result = inject_case(graph, case, injection, focused, lms, qa=qa)
     if isinstance(result, str):
-        fall_back = result.startswith("replay failed") and CallBudgetExceeded.__name__ not in result
-        return (None, focused) if fall_back else (result, focused)
+        return (None, focused) if result.startswith("replay failed") else (result, focused)
     kept = result.graph.ops.get(injection.op_id)
     if kept is None or kept.name != graph.ops[injection.op_id].name:
         return None, focused
@@ -110,6 +112,4 @@ def _inject_focused(graph: MemoryGraph, case: Any, injection: Any, focused: Reru
 
 def _short(reason: str) -> str:
     """A skip reason without case-specific text (so reasons group)."""
-    if CallBudgetExceeded.__name__ in reason:
-        return "replay over the LM-call budget"
     return reason.split(" (", 1)[0].split(":", 1)[0] if reason.startswith(("still", "ambiguous", "replay")) else reason

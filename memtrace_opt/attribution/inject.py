@@ -34,11 +34,13 @@ from memtrace_opt.graph import MemoryGraph, Overrides, replay
 from memtrace_opt.graph.model import EXTRACTION, MEMORY_UNIT, UPDATE
 from memtrace_opt.graph.replay import Rerun
 from memtrace_opt.lm.base import LMClient
+from memtrace_opt.lm.budget import CallBudgetExceeded
 
-__all__ = ["INJECTABLE", "InjectedCase", "Injection", "drop_fact", "inject_case", "plan_injections"]
+__all__ = ["INJECTABLE", "OVER_BUDGET", "InjectedCase", "Injection", "drop_fact", "inject_case", "plan_injections"]
 
 INJECTABLE: tuple[str, ...] = ("ExtractionError", "UpdateError", "DeletionError", "RetrievalError", "ResponseError")
 WRONG_ANSWER = "Not mentioned"
+OVER_BUDGET = "replay over the LM-call budget"  # the skip reason when a capped replay runs out of calls
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 
 
@@ -203,6 +205,8 @@ def inject_case(graph: MemoryGraph, case: FailureCase, injection: Injection, rer
     """Replay ``graph`` with ``injection``; the injected case if the answer now fails, else why not."""
     try:
         result = replay(graph, rerun, from_op=injection.op_id, overrides=injection.overrides, lms=lms)
+    except CallBudgetExceeded:
+        return OVER_BUDGET
     except Exception as err:  # a system that cannot replay this fault: recorded as a skip reason
         return f"replay failed: {type(err).__name__}: {err}"
     new_case = build_case(result.graph, case.qa_id, qa or _qa_dict(case))

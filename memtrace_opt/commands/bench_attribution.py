@@ -19,6 +19,7 @@ from typing import Annotated, Any, Optional, Sequence
 
 import typer
 
+from memtrace_opt.commands.console import stamped as _say
 from memtrace_opt.errors import ConfigError
 
 __all__ = ["register", "run_bench", "SYSTEMS"]
@@ -116,20 +117,25 @@ def _add_slice(builder: Any, slice_cfg: Any, main_cfg: Any, systems: list[str], 
     from memtrace_opt.commands.attribute import load_conversations
     from memtrace_opt.systems.runner import make_rerun, run_conversation
 
+    conversations = list(load_conversations(slice_cfg).values())
+    judge = slice_cfg.eval.judge
     for system in systems:
         settings = _settings(main_cfg, system)
         prompts = dict(main_cfg.system.prompts) if system == main_cfg.system.name else None
-        for conv in load_conversations(slice_cfg).values():
+        for conv in conversations:
             if builder.full([system]):
                 break
             qas = list(conv.scored_qa())
             _say(f"running {system} on {conv.id}")
-            run = run_conversation(system, conv, qas, lms=lms, prompts=prompts, settings=settings,
-                                   judge=slice_cfg.eval.judge, resources=resources)
-            rerun = make_rerun(system, conv, qas, settings, slice_cfg.eval.judge, resources=resources)
-            focused = (lambda subset, conv=conv, system=system, settings=settings: make_rerun(
-                system, conv, subset, settings, slice_cfg.eval.judge, resources=resources)) if focus else None
-            builder.add_run(run.graph, qas, rerun, lms, system=system, real=real, focus=focused)
+            run = run_conversation(system, conv, qas, lms=lms, prompts=prompts, settings=settings, judge=judge,
+                                   resources=resources)
+
+            def rerun_for(subset: Sequence[Any], system: str = system, conv: Any = conv,
+                          settings: dict[str, Any] = settings) -> Any:
+                return make_rerun(system, conv, subset, settings, judge, resources=resources)
+
+            builder.add_run(run.graph, qas, rerun_for(qas), lms, system=system, real=real,
+                            focus=rerun_for if focus else None)
 
 
 def _slice_label(cfg: Any) -> str:
@@ -207,10 +213,3 @@ def register(app: typer.Typer) -> None:
         for key, reasons in payload["skipped"].items():
             console.print(f"skipped {key}: " + "; ".join(f"{why} ×{n}" for why, n in reasons.items()))
 
-
-def _say(message: str) -> None:
-    """Progress on stderr, timestamped: LLM-based methods take minutes per case on a CPU model."""
-    import sys
-    import time
-
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-__all__ = ["table_console"]
+__all__ = ["stamped", "table_console"]
 
 PIPED_WIDTH = 200
 
@@ -19,3 +19,10 @@ def table_console() -> Any:
     from rich.console import Console
 
     return Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)
+
+
+def stamped(message: str) -> None:
+    """A progress line on stderr, timestamped: runs with a CPU model take minutes and must not be silent."""
+    import time
+
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)

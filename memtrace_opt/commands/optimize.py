@@ -17,6 +17,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from memtrace_opt.commands.console import stamped
 from memtrace_opt.commands.lms import build_run_lms, injected
 from memtrace_opt.errors import ConfigError
 
@@ -62,17 +63,9 @@ def build_context(cfg: Any, *, method: str | None, run_dir: Path, tuning_from: s
         backend=backend, data=data, plan=plan, run_dir=run_dir, reflection_lm=lms["reflection"],
         attributor=make_attributor(cfg.attribution) if plan.method == "attributed" else None,
         base_prompts=cfg.system.prompts, settings=cfg.system.settings, task_lm=lms["task"], judge=judge,
-        tuning_from=Path(tuning_from) if tuning_from else None, progress=_progress,
+        tuning_from=Path(tuning_from) if tuning_from else None, progress=stamped,
     )
     return ctx, ledger
-
-
-def _progress(message: str) -> None:
-    """Stage messages on stderr, timestamped, so a minutes-long run is never silent."""
-    import sys
-    import time
-
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def run_optimize(config: str, *, method: str | None = None, resume: bool = False, out: str | None = None,

@@ -131,6 +131,12 @@ class OptimizerConfig(_Section):
     max_metric_calls: Positive = 200
     max_llm_calls: Positive | None = None
     minibatch_size: Positive = 4
+    #: ``delta``: demo-set and one-rule edits a small reflection model can make (attributed and
+    #: unattributed); ``rewrite``: whole-prompt rewrites, for strong reflection models.
+    #: ``answer_feedback`` always rewrites (it is GEPA as shipped: score-only feedback).
+    proposer: Literal["delta", "rewrite"] = "delta"
+    demo_tokens: Positive = 400
+    max_demos: Positive = 4
 
 
 class TuningConfig(_Section):

@@ -22,7 +22,7 @@ def make_ctx(run_dir: Path, method: str = "attributed", *, reflection=None, attr
     convs = conversations()
     task = TaskLM(convs, extract_magic=extract_magic)
     reflection = reflection or ReflectionLM()
-    plan = {"rounds": 3, "max_metric_calls": 200, "minibatch_size": 3, **plan}
+    plan = {"rounds": 3, "max_metric_calls": 200, "minibatch_size": 3, "proposer": "rewrite", **plan}
     ctx = LoopContext(
         backend=backend(task), data=LoopData(tuple(convs[:1]), tuple(convs[1:2]), tuple(convs[2:])),
         plan=LoopPlan(method=method, **plan), run_dir=run_dir, reflection_lm=accounted(reflection, "reflection"),

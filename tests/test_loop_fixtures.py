@@ -134,7 +134,8 @@ class ReflectionLM:
 
     ``style``: ``fenced``, ``json`` or ``label`` replies to a rewrite request; ``echo`` hands the
     instruction back unchanged (as small models do), which makes the proposer ask for rules, answered
-    with one bullet.
+    with one bullet. A one-rule request (the delta proposer's) gets "If the step receives a question,
+    it should <magic> before answering."
     """
 
     model_id = "scripted/looptest-reflection"
@@ -146,6 +147,10 @@ class ReflectionLM:
 
     def chat(self, messages: list[dict[str, str]], **kw: Any) -> LMResult:
         prompt = messages[-1]["content"]
+        if "Write ONE short general rule" in prompt:  # the delta proposer's rule request (optimizers.rules)
+            self.components.append(re.search(r'A step "(.+?)"', prompt).group(1))  # type: ignore[union-attr]
+            text = f"If the step receives a question, it should {self.magic} before answering."
+            return LMResult(text=text, model=self.model_id, prompt_tokens=len(prompt.split()), completion_tokens=9)
         self.components.append(re.search(r'step, "(.+?)"', prompt).group(1))  # type: ignore[union-attr]
         current = re.search(r"instruction:\n```\n(.*?)\n```", prompt, re.S).group(1)  # type: ignore[union-attr]
         rule = f"Always {self.magic} before answering."

@@ -209,7 +209,8 @@ def test_report_of_a_real_loop_run(tmp_path: Path) -> None:
     ctx = LoopContext(
         backend=backend(TaskLM(convs, extract_magic=QA_MAGIC)), data=LoopData(tuple(convs[:1]), tuple(convs[1:2]),
                                                                              tuple(convs[2:])),
-        plan=LoopPlan(method="attributed", rounds=2, max_metric_calls=200, minibatch_size=3), run_dir=tmp_path,
+        plan=LoopPlan(method="attributed", rounds=2, max_metric_calls=200, minibatch_size=3, proposer="rewrite"),
+        run_dir=tmp_path,
         reflection_lm=accounted(ReflectionLM(), "reflection"), attributor=make_attributor(),
         base_prompts={QA_PROMPT: f"{SEED_QA} Always {QA_MAGIC} before answering."},
     )

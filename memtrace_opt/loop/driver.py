@@ -23,12 +23,14 @@ from memtrace_opt.loop.artifacts import FINAL_FILE, read_json, round_dir, write_
 from memtrace_opt.loop.blaming import RoundBlame, round_blame
 from memtrace_opt.loop.budget import LLMBudgetStopper, Spend, SpendMeter
 from memtrace_opt.loop.checkpoint import LoopState, RoundRecord, load_state, save_state
+from memtrace_opt.loop.demo_pools import DEMOS_FILE, load_pools, round_pools, save_pools
 from memtrace_opt.loop.final import evaluate_heldout
 from memtrace_opt.loop.plan import GEPA_METHODS, LoopData, LoopPlan
 from memtrace_opt.loop.tuning import TUNING_FILE, tune_settings
 from memtrace_opt.optimizers.adapter import Attributor, MemoryPromptAdapter
 from memtrace_opt.optimizers.backend import SystemBackend
 from memtrace_opt.optimizers.cases import CaseTrace, QACase
+from memtrace_opt.optimizers.delta_proposer import DeltaProposer
 from memtrace_opt.optimizers.gepa_run import run_gepa
 from memtrace_opt.optimizers.graphs import GraphStore
 from memtrace_opt.optimizers.miprov2 import run_miprov2
@@ -247,7 +249,7 @@ def _run_round(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter,
         adapter.remember_blame(current, blame.signals)
     rdir = round_dir(ctx.run_dir, r)
     write_json(rdir / "blame.json", blame.to_dict())
-    out = _optimize(ctx, state, adapter, blame, train, rdir, meter)
+    out = _optimize(ctx, state, adapter, blame, train, rdir, meter, traces)
     write_prompts(rdir / "prompts", out.candidate, state.seed_candidate)
     write_json(rdir / "scores.json", {"train": _scores(traces), "validation": out.val_scores})
     write_json(rdir / "optimizer.json", out.info)
@@ -262,7 +264,7 @@ def _run_round(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter,
 
 
 def _optimize(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter, blame: RoundBlame,
-              train: list[QACase], rdir: Path, meter: SpendMeter) -> _Outcome:
+              train: list[QACase], rdir: Path, meter: SpendMeter, traces: list[CaseTrace]) -> _Outcome:
     """Run the round's optimizer (GEPA or MIPROv2) on the components the blame step chose."""
     current = dict(state.best_candidate)
     if not blame.failures:
@@ -272,7 +274,7 @@ def _optimize(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter, 
     val = ctx.data.validation_cases()
     if ctx.plan.method == "miprov2":
         return _mipro(ctx, state, adapter, train, val)
-    proposer = ReflectionProposer(ctx.reflection_lm)
+    proposer = _proposer(ctx, state, blame, traces, rdir)
     outcome = run_gepa(
         adapter, seed_candidate=current, trainset=train, valset=val,
         selector=selector_for(ctx.plan.method, blame.components), proposer=proposer,
@@ -280,7 +282,22 @@ def _optimize(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter, 
         stoppers=[LLMBudgetStopper(meter, ctx.plan.max_llm_calls)], run_dir=rdir / "gepa",
         seed=ctx.plan.seed + state.next_round,
     )
-    return _Outcome(outcome.best_candidate, outcome.best_score, outcome.val_scores, outcome.to_dict(), "gepa")
+    info = outcome.to_dict()
+    if isinstance(proposer, DeltaProposer):
+        info["rules"] = proposer.rules_log
+    return _Outcome(outcome.best_candidate, outcome.best_score, outcome.val_scores, info, "gepa")
+
+
+def _proposer(ctx: LoopContext, state: LoopState, blame: RoundBlame, traces: list[CaseTrace],
+              rdir: Path) -> ReflectionProposer | DeltaProposer:
+    """Whole-prompt rewrites, or demo/rule deltas drawn from the demo pools mined so far (this round's saved first)."""
+    if not ctx.plan.uses_delta:
+        return ReflectionProposer(ctx.reflection_lm)
+    save_pools(rdir / DEMOS_FILE, round_pools(ctx.plan.method, traces, blame.signals, blame.components))
+    pools = {c: p for c, p in load_pools(ctx.run_dir, state.next_round).items() if c in blame.components}
+    ctx.say("demo pools: " + (", ".join(f"{c} {len(p)}" for c, p in pools.items()) or "empty"))
+    return DeltaProposer(pools, ctx.reflection_lm, budget_tokens=ctx.plan.demo_tokens, max_demos=ctx.plan.max_demos,
+                         seed=ctx.plan.seed + state.next_round)
 
 
 def _mipro(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter, train: list[QACase],

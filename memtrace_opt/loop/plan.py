@@ -46,10 +46,15 @@ class LoopPlan:
     tuning_space: Mapping[str, Any] = field(default_factory=dict)
     mipro_candidates: int = 4
     mipro_trials: int = 6
+    proposer: str = "delta"
+    demo_tokens: int = 400
+    max_demos: int = 4
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ConfigError("config", "optimizer.method", f"unknown method {self.method!r}; expected one of {METHODS}")
+        if self.proposer not in ("delta", "rewrite"):
+            raise ConfigError("config", "optimizer.proposer", f"expected delta or rewrite, got {self.proposer!r}")
         if self.round_data not in ("rotate", "all"):
             raise ConfigError("config", "optimizer.round_data", f"expected rotate or all, got {self.round_data!r}")
 
@@ -64,7 +69,14 @@ class LoopPlan:
             minibatch_size=opt.minibatch_size, targets=tuple(targets) if targets else None,
             round_data=getattr(opt, "round_data", "rotate"), seed=cfg.seed,
             tuning_trials=tuning.trials if tuning.enabled else 0, tuning_space=dict(tuning.space),
+            proposer=getattr(opt, "proposer", "delta"), demo_tokens=getattr(opt, "demo_tokens", 400),
+            max_demos=getattr(opt, "max_demos", 4),
         )
+
+    @property
+    def uses_delta(self) -> bool:
+        """Whether rounds edit prompts by demo/rule deltas (else whole rewrites; answer_feedback always rewrites)."""
+        return self.proposer == "delta" and self.method in ("attributed", "unattributed")
 
     def resolve_targets(self, prompts: Mapping[str, str]) -> tuple[str, ...]:
         """The target components, checked against the system's prompt set."""
@@ -80,7 +92,8 @@ class LoopPlan:
         """The fields a resumed run must share with the checkpointed one."""
         return {"method": self.method, "rounds": self.rounds, "targets": self.targets,
                 "round_data": self.round_data, "seed": self.seed, "max_metric_calls": self.max_metric_calls,
-                "max_llm_calls": self.max_llm_calls, "minibatch_size": self.minibatch_size}
+                "max_llm_calls": self.max_llm_calls, "minibatch_size": self.minibatch_size,
+                "proposer": self.proposer, "demo_tokens": self.demo_tokens, "max_demos": self.max_demos}
 
 
 @dataclass(frozen=True)

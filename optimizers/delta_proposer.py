@@ -1,0 +1,98 @@
+"""GEPA proposer of small deltas: a new set of worked examples, or one new rule — never a whole rewrite.
+
+GEPA calls the proposer with the parent candidate and the reflective records of a minibatch; this
+one edits each requested component by one delta, alternating between the two kinds so GEPA's
+minibatch acceptance and Pareto front choose among them:
+
+- **demos**: a fresh subset of the component's demo pool (:mod:`.demos`: bootstrapped from correct
+  answers, repaired from blamed failures) within the token budget, replacing the parent's examples;
+- **rule**: one SIMBA-style rule proposed from the minibatch's records for this component
+  (:mod:`.rules`), added to the parent's rule list; the parent's examples are kept.
+
+A component with neither a pool nor records is left alone. Every step is logged as a
+:class:`~memtrace_opt.optimizers.proposer.Proposal` (mode ``demos`` or ``rule``), so
+``optimizer.json`` shows what was tried and why it was or was not used.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Mapping, Sequence
+
+from memtrace_opt.lm.base import LMClient
+from memtrace_opt.optimizers.demos import Demo, select_demos
+from memtrace_opt.optimizers.prompt_parts import PromptParts, split_prompt
+from memtrace_opt.optimizers.proposer import Proposal
+from memtrace_opt.optimizers.rules import propose_rules, update_rules
+
+__all__ = ["DeltaProposer"]
+
+
+class DeltaProposer:
+    """GEPA ``custom_candidate_proposer`` editing prompts by demo-set and rule deltas (see module docstring)."""
+
+    def __init__(self, pools: Mapping[str, Sequence[Demo]], lm: LMClient | None, *, budget_tokens: int = 400,
+                 max_demos: int = 4, rule_samples: int = 2, rule_records: int = 2, seed: int = 0) -> None:
+        self.pools = {c: list(p) for c, p in pools.items()}
+        self.lm = lm
+        self.budget_tokens = budget_tokens
+        self.max_demos = max_demos
+        self.rule_samples = rule_samples
+        self.rule_records = rule_records
+        self.rng = random.Random(seed)
+        self.steps = 0
+        self.log: list[Proposal] = []
+        self.rules_log: list[dict[str, Any]] = []
+        #: The exception a reflection call raised (run_gepa re-raises it).
+        self.error: BaseException | None = None
+
+    def __call__(self, candidate: dict[str, str], reflective_dataset: Mapping[str, Sequence[Mapping[str, Any]]],
+                 components_to_update: list[str]) -> dict[str, str]:
+        self.steps += 1
+        new_texts: dict[str, str] = {}
+        for name in components_to_update:
+            records = list(reflective_dataset.get(name) or ())
+            try:
+                proposal = self.propose(name, candidate[name], records)
+            except Exception as err:
+                self.error = err
+                raise
+            self.log.append(proposal)
+            if proposal.accepted:
+                new_texts[name] = proposal.new_text
+        return new_texts
+
+    def propose(self, component: str, current: str, records: Sequence[Mapping[str, Any]]) -> Proposal:
+        """One delta for ``component``: demos on odd steps (or when no rule can be had), a rule on even ones."""
+        parts = split_prompt(current)
+        pool = self.pools.get(component) or []
+        want_rule = self.steps % 2 == 0 and records and self.lm is not None
+        if want_rule or not pool:
+            if records and self.lm is not None:
+                return self._rule(component, current, parts, records)
+            return Proposal(component, False, "no demo pool and no record for a rule", "", "", len(records), "rule")
+        return self._demos(component, current, parts, pool, len(records))
+
+    def _demos(self, component: str, current: str, parts: PromptParts, pool: Sequence[Demo], n: int) -> Proposal:
+        chosen = select_demos(pool, budget_tokens=self.budget_tokens, max_demos=self.max_demos, rng=self.rng)
+        new = PromptParts(parts.instruction, parts.rules, tuple(d.render() for d in chosen)).render()
+        kinds = ", ".join(f"{d.kind}:{d.case_id}" for d in chosen)
+        if not chosen:
+            return Proposal(component, False, f"no demo fits the {self.budget_tokens}-token budget", "", "", n, "demos")
+        if new == current:
+            return Proposal(component, False, "same demos as the parent", "", kinds, n, "demos")
+        return Proposal(component, True, f"{len(chosen)} demos ({kinds})", new, kinds, n, "demos")
+
+    def _rule(self, component: str, current: str, parts: PromptParts, records: Sequence[Mapping[str, Any]]) -> Proposal:
+        assert self.lm is not None
+        picked = self.rng.sample(list(records), min(self.rule_records, len(records)))
+        samples = propose_rules(self.lm, component, parts.instruction, parts.rules, picked, samples=self.rule_samples)
+        self.rules_log.extend({"component": s.component, "rule": s.rule, "kept": s.kept, "reason": s.reason}
+                              for s in samples)
+        kept = [s.rule for s in samples if s.kept]
+        raw = " | ".join(s.raw for s in samples)[:2000]
+        if not kept:
+            reasons = sorted({s.reason for s in samples})
+            return Proposal(component, False, f"no new rule ({'; '.join(reasons)})", "", raw, len(records), "rule")
+        new = PromptParts(parts.instruction, update_rules(parts.rules, kept[:1]), parts.examples).render()
+        return Proposal(component, True, f"rule added: {kept[0]}", new, raw, len(records), "rule")

@@ -1,0 +1,223 @@
+"""Worked examples mined from the executable graph, per prompted operation.
+
+A small reflection model cannot be trusted to rewrite a prompt, but the graph already holds what a
+good prompt should show: the exact inputs an operation received and the output it should give.
+
+- **Bootstrapped demos** (DSPy BootstrapFewShot's idea, per memory operation): for a training
+  question answered correctly, every prompted op on the answer's lineage, with its own inputs and
+  outputs — ingestion ops included, though they have no gold label of their own: the correct
+  final answer vouches for them.
+- **Repair demos**: for a blamed failure, the faulty op's inputs with the output it should have
+  given. For a ResponseError that is the gold answer; for an ingestion fault it is the op's output
+  with the evidence added, and only when counterfactual replay verified that this correction
+  rescues the answer. Attributed mining gives a repair demo only to the blamed op's prompt and
+  none for blame no prompt can fix (a trim, vector retrieval, a wrong gold label); the
+  unattributed ablation turns every failure into an answer-style demo and spreads them over every
+  target prompt, as the reference's ablation spreads its feedback.
+
+Long inputs (a whole conversation as context) are cut to the lines closest to the question and
+gold answer, so a demo costs tens of tokens, and demos are chosen under a per-component token
+budget (:func:`select_demos`).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal, Mapping, Sequence
+
+from memtrace_opt.attribution.blame import MEMORY_ERROR_TYPES, BlameSignal
+from memtrace_opt.graph import MemoryGraph
+from memtrace_opt.graph.queries import lineage
+from memtrace_opt.systems.base import approx_tokens
+from memtrace_opt.optimizers.cases import CaseTrace
+from memtrace_opt.optimizers.feedback import render_value
+
+__all__ = ["Demo", "DemoKind", "DemoPools", "mine_bootstrap_demos", "mine_repair_demos", "mine_unattributed_demos",
+           "select_demos"]
+
+DemoKind = Literal["bootstrap", "repair"]
+#: Characters of one rendered input role (the question-nearest lines of a long context are kept).
+INPUT_CHARS = 420
+OUTPUT_CHARS = 300
+
+
+@dataclass(frozen=True)
+class Demo:
+    """One worked example for one prompt component: the op's inputs and the output it should give."""
+
+    component: str
+    kind: DemoKind
+    case_id: str
+    op_name: str
+    inputs: tuple[tuple[str, str], ...]
+    output: str
+
+    def render(self) -> str:
+        """The example as prompt text (braces neutralised: some systems format their prompts)."""
+        lines = ["Input:"] + [f"{role}: {text}" for role, text in self.inputs] + [f"Correct output: {self.output}"]
+        return "\n".join(lines).replace("{", "(").replace("}", ")")
+
+    @property
+    def tokens(self) -> int:
+        return approx_tokens(self.render())
+
+
+DemoPools = dict[str, list[Demo]]
+"""Demos per prompt component."""
+
+
+def _render_inputs(graph: MemoryGraph, op_inputs: Mapping[str, Sequence[str]], focus: str) -> tuple[tuple[str, str], ...]:
+    """The op's inputs by role, shortest-first so the question ends up next to the output, previous versions dropped."""
+    out = []
+    for role, ids in op_inputs.items():
+        if role.startswith("_"):
+            continue
+        values = [graph.variables[v].value for v in ids if v in graph.variables]
+        value = values[0] if len(values) == 1 else values
+        out.append((role, render_value(value, max_chars=INPUT_CHARS, focus=focus)))
+    return tuple(sorted(out, key=lambda kv: (kv[0] == "question", -len(kv[1]))))
+
+
+def _render_output(value: Any) -> str:
+    if isinstance(value, Mapping) and len(value) == 1:
+        value = next(iter(value.values()))
+    return render_value(value, max_chars=OUTPUT_CHARS)
+
+
+def _prompted_ops(graph: MemoryGraph, answer_var: str) -> list[str]:
+    """Prompted ops on the answer's lineage plus the answer op itself, in execution order."""
+    ops = lineage(graph, answer_var, kind="operation")
+    producer = graph.producer.get(answer_var)
+    if producer:
+        ops = set(ops) | {producer}
+    return sorted((o for o in ops if graph.ops[o].prompt is not None), key=lambda o: graph.ops[o].time)
+
+
+def _focus(trace: CaseTrace) -> str:
+    return f"{trace.question} {trace.gold}"
+
+
+def _overlap(text: str, focus: str) -> int:
+    words = {w for w in focus.lower().split() if len(w) > 2}
+    return len(words & set(text.lower().split()))
+
+
+def mine_bootstrap_demos(traces: Iterable[CaseTrace]) -> DemoPools:
+    """One demo per (correct trace, prompt component): the component's op on the answer's lineage whose
+    inputs share most words with the question and gold answer (the op that handled the evidence)."""
+    pools: DemoPools = {}
+    for t in traces:
+        if t.failed or f"answer:{t.case.qa_id}" not in t.graph.latest:
+            continue
+        graph, focus = t.graph, _focus(t)
+        best: dict[str, tuple[int, Demo]] = {}
+        for op_id in _prompted_ops(graph, graph.latest_id(f"answer:{t.case.qa_id}")):
+            op = graph.ops[op_id]
+            if op.status != "ok" or op.prompt is None:
+                continue
+            inputs = _render_inputs(graph, op.inputs, focus)
+            outputs = {r: graph.variables[v].value for r, v in op.outputs.items() if v in graph.variables}
+            demo = Demo(op.prompt.component, "bootstrap", t.case.qa_id, op.name, inputs, _render_output(outputs))
+            score = _overlap(" ".join(text for _, text in inputs), focus)
+            if op.prompt.component not in best or score > best[op.prompt.component][0]:
+                best[op.prompt.component] = (score, demo)
+        for component, (_, demo) in best.items():
+            pools.setdefault(component, []).append(demo)
+    return pools
+
+
+def _evidence_text(graph: MemoryGraph, blame: BlameSignal) -> str:
+    texts = []
+    for ref in blame.evidence:
+        var = graph.variables.get(ref) or (graph.variables.get(graph.latest_id(ref)) if ref in graph.latest else None)
+        if var is not None:
+            value = var.value
+            texts.append(value.get("text", "") if isinstance(value, Mapping) else str(value))
+    return "\n".join(t for t in texts if t)
+
+
+def _repair(t: CaseTrace, blame: BlameSignal) -> Demo | None:
+    """The blamed op's demo with its corrected output, or None when no verified correction exists."""
+    graph = t.graph
+    op = graph.ops.get(blame.op_id or "")
+    if op is None or op.prompt is None or blame.error_type not in MEMORY_ERROR_TYPES:
+        return None
+    if blame.error_type == "ResponseError":
+        corrected = t.gold
+    elif blame.counterfactual_rescued is True:
+        from memtrace_opt.attribution.counterfactual import inject_text
+
+        evidence = _evidence_text(graph, blame)
+        outputs = {r: graph.variables[v].value for r, v in op.outputs.items() if v in graph.variables}
+        if not evidence or len(outputs) != 1:
+            return None
+        corrected = _render_output(inject_text(next(iter(outputs.values())), evidence))
+    else:
+        return None
+    return Demo(op.prompt.component, "repair", t.case.qa_id, op.name, _render_inputs(graph, op.inputs, _focus(t)),
+                corrected)
+
+
+def mine_repair_demos(traces: Iterable[CaseTrace]) -> DemoPools:
+    """Attributed repair demos: each blamed failure's corrected op output, for the blamed component only."""
+    pools: DemoPools = {}
+    for t in traces:
+        if t.failed and t.blame is not None:
+            demo = _repair(t, t.blame)
+            if demo is not None:
+                pools.setdefault(demo.component, []).append(demo)
+    return pools
+
+
+def mine_unattributed_demos(traces: Iterable[CaseTrace], components: Sequence[str]) -> DemoPools:
+    """The ablation: every failure as an answer-style demo (question and retrieved context → gold), with
+    no blame to say where it belongs, dealt round-robin over ``components``."""
+    pools: DemoPools = {c: [] for c in components}
+    if not components:
+        return pools
+    failed = [t for t in traces if t.failed and f"answer:{t.case.qa_id}" in t.graph.latest]
+    for i, t in enumerate(failed):
+        graph = t.graph
+        op = graph.ops.get(graph.producer.get(graph.latest_id(f"answer:{t.case.qa_id}"), ""))
+        if op is None:
+            continue
+        component = components[i % len(components)]
+        pools[component].append(Demo(component, "repair", t.case.qa_id, op.name,
+                                     _render_inputs(graph, op.inputs, _focus(t)), t.gold))
+    return pools
+
+
+def merge_pools(*pools: Mapping[str, Sequence[Demo]]) -> DemoPools:
+    """Pools joined per component, duplicates (same case, kind and op) dropped, order kept."""
+    out: DemoPools = {}
+    for pool in pools:
+        for component, demos in pool.items():
+            seen = {(d.case_id, d.kind, d.op_name) for d in out.get(component, [])}
+            for d in demos:
+                if (d.case_id, d.kind, d.op_name) not in seen:
+                    out.setdefault(component, []).append(d)
+                    seen.add((d.case_id, d.kind, d.op_name))
+    return out
+
+
+def select_demos(pool: Sequence[Demo], *, budget_tokens: int, max_demos: int, rng: random.Random) -> list[Demo]:
+    """A random subset of ``pool`` within ``budget_tokens``, repair demos and bootstrapped ones taken in
+    turn (each kind shuffled), so every subset holds both what goes wrong and what goes right."""
+    by_kind = {k: [d for d in pool if d.kind == k] for k in ("repair", "bootstrap")}
+    for demos in by_kind.values():
+        rng.shuffle(demos)
+    order: list[Demo] = []
+    while any(by_kind.values()):
+        for kind in ("repair", "bootstrap"):
+            if by_kind[kind]:
+                order.append(by_kind[kind].pop())
+    chosen: list[Demo] = []
+    used = 0
+    for demo in order:
+        if len(chosen) >= max_demos:
+            break
+        if used + demo.tokens <= budget_tokens:
+            chosen.append(demo)
+            used += demo.tokens
+    return chosen

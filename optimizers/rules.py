@@ -1,0 +1,113 @@
+"""One short rule per failure, in SIMBA's form — a proposal a small reflection model can make.
+
+Asked to rewrite a whole prompt, a 1.5B model hands it back unchanged or restates it. Asked for
+one sentence "If the step receives X, it should Y" about one failure it is shown (the step's
+input, its output, the correct output, the error type and the reason), it usually says something
+usable. Several samples are drawn (each asks for a different variant); a rule that restates an
+existing rule or instruction line is dropped (:func:`is_restated`), and the rule list is edited by
+small deltas (add one, drop the oldest past a cap), never rewritten whole.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from memtrace_opt.lm.base import LMClient
+
+__all__ = ["RULE_TEMPLATE", "RuleProposal", "extract_rule", "is_restated", "propose_rules", "update_rules"]
+
+RULE_TEMPLATE = """A step "{component}" of an LLM memory system follows this instruction:
+<<<
+{instruction}
+>>>
+
+It made this mistake:
+{record}
+
+Write ONE short general rule that would have prevented this mistake, in the form:
+If the step receives <kind of input>, it should <what to do>.
+Do not name the specific people, places or facts of this case. Reply with the rule only.{variant}"""
+
+_RULE = re.compile(r"\bif\b.{3,}?\b(?:should|must)\b.{3,}", re.I | re.S)
+
+
+@dataclass(frozen=True)
+class RuleProposal:
+    """One sampled rule: the reply, the rule read from it (or ""), and why it was kept or dropped."""
+
+    component: str
+    rule: str
+    kept: bool
+    reason: str
+    raw: str
+
+
+def extract_rule(reply: str) -> str:
+    """The first "If …, … should …" sentence of a reply (bullets, quotes and labels stripped), or ""."""
+    for line in reply.replace("```", "").splitlines():
+        line = re.sub(r"^\s*(?:[-*\u2022]|\d+[.)]|rule\s*:)\s*", "", line.strip(), flags=re.I).strip().strip('"')
+        match = _RULE.search(line)
+        if match:
+            rule = match.group(0).strip()
+            return rule if rule.endswith((".", "!")) else rule + "."
+    return ""
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def is_restated(rule: str, known: Sequence[str], threshold: float = 0.6) -> bool:
+    """Whether ``rule`` says nearly what one of ``known`` (rules or instruction lines) says: Jaccard
+    overlap of their words at least ``threshold``."""
+    words = _words(rule)
+    for line in known:
+        other = _words(line)
+        if words and other and len(words & other) / len(words | other) >= threshold:
+            return True
+    return False
+
+
+def _render_record(record: Mapping[str, Any], max_chars: int = 1500) -> str:
+    parts = []
+    for key in ("Inputs", "Generated Outputs", "Feedback"):
+        value = record.get(key)
+        if isinstance(value, Mapping):
+            value = "\n".join(f"  {k}: {v}" for k, v in value.items())
+        parts.append(f"{key}:\n{value}")
+    text = "\n".join(parts)
+    return text if len(text) <= max_chars else text[: max_chars - 14] + " ...[truncated]"
+
+
+def propose_rules(lm: LMClient, component: str, instruction: str, known: Sequence[str],
+                  records: Sequence[Mapping[str, Any]], *, samples: int = 2, temperature: float = 0.7,
+                  max_tokens: int = 80) -> list[RuleProposal]:
+    """Up to ``samples`` rule samples per record; each kept rule is new against ``known`` and earlier samples."""
+    out: list[RuleProposal] = []
+    seen = list(known) + [ln for ln in instruction.splitlines() if ln.strip()]
+    for record in records:
+        for k in range(samples):
+            variant = "" if k == 0 else f"\n(Give a different rule than the obvious one: variant {k + 1}.)"
+            prompt = RULE_TEMPLATE.format(component=component, instruction=instruction,
+                                          record=_render_record(record), variant=variant)
+            reply = lm.chat([{"role": "user", "content": prompt}], max_tokens=max_tokens,
+                            temperature=0.0 if k == 0 else temperature)
+            rule = extract_rule(reply.text)
+            if not rule:
+                out.append(RuleProposal(component, "", False, "no 'If …, should …' rule in the reply", reply.text[:400]))
+            elif len(rule) > 240:
+                out.append(RuleProposal(component, rule, False, "too long", reply.text[:400]))
+            elif is_restated(rule, seen):
+                out.append(RuleProposal(component, rule, False, "restates an existing rule", reply.text[:400]))
+            else:
+                out.append(RuleProposal(component, rule, True, "new", reply.text[:400]))
+                seen.append(rule)
+    return out
+
+
+def update_rules(rules: Sequence[str], new: Sequence[str], *, cap: int = 6) -> tuple[str, ...]:
+    """The rule list after a delta: ``new`` appended, the oldest dropped past ``cap``."""
+    merged = list(rules) + [r for r in new if r not in rules]
+    return tuple(merged[-cap:]) if cap > 0 else ()

@@ -47,6 +47,10 @@ class GraphError(MemtraceError):
     exit_code = 2
 
 
+class UnknownOperationError(GraphError):
+    """A graph names an operation no imported module registered: a set-up defect, never a verdict."""
+
+
 class LMError(MemtraceError):
     """A language model could not be built or called (missing key, bad model name, corrupt weights)."""
 

@@ -138,3 +138,8 @@ class MemorySystem(ABC):
     @abstractmethod
     def retrieve(self, qa: Any, question: Variable) -> Variable:
         """Produce the ``retrieved:<qa id>`` variable: a list of ``{"text", "date", ...}`` memory records."""
+
+
+# Every system's answer() calls the shared ``qa.answer`` op: register it whenever a system is, so a
+# replay in a fresh process (counterfactual verification) finds it. qa imports nothing from here.
+import memtrace_opt.systems.qa  # noqa: E402,F401

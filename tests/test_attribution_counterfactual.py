@@ -115,3 +115,14 @@ def test_response_candidate_builds_no_fix(recorded):
     [case] = collect_failures(recorded)
     cand = Candidate("ResponseError", case.qa_op, 0, "", None, {"kind": "none"})
     assert build_fix(recorded, case, cand) is None
+
+
+def test_a_replay_that_cannot_find_an_op_is_raised_not_recorded_as_unverified(injected, monkeypatch):
+    """A set-up defect (an op module never imported) must not turn into ``rescued: None`` on every case."""
+    from memtrace_opt.errors import UnknownOperationError
+    from memtrace_opt.graph import ops
+
+    inj, ic = injected["ExtractionError"]
+    monkeypatch.setattr(ops, "REGISTRY", {})
+    with pytest.raises(UnknownOperationError):
+        attributor(inj.overrides).attribute(ic.graph, ic.case)

@@ -22,6 +22,7 @@ from memtrace_opt.attribution.cost import CostMeter
 from memtrace_opt.attribution.failures import FailureCase, judgement_score
 from memtrace_opt.attribution.tracing import Candidate, TracingAttributor, blame_from
 from memtrace_opt.attribution.view import answer_ops
+from memtrace_opt.errors import UnknownOperationError
 from memtrace_opt.graph import MemoryGraph, Overrides, replay
 from memtrace_opt.graph.model import MEMORY_UNIT, RETRIEVED
 from memtrace_opt.graph.replay import Rerun
@@ -177,6 +178,8 @@ def verify(graph: MemoryGraph, case: FailureCase, cand: Candidate, rerun: Rerun,
         overrides = merge_overrides(base, overrides)
     try:
         result = replay(graph, rerun, from_op=start, overrides=overrides, lms=lms)
+    except UnknownOperationError:
+        raise  # a set-up defect (a module not imported) would silently void every verification
     except Exception as err:  # a system that cannot replay this fix: recorded on the verdict, not raised
         return Verdict(cand, True, None, note=f"replay failed: {type(err).__name__}: {err}")
     new = result.graph

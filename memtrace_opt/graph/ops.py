@@ -14,7 +14,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from memtrace_opt.errors import GraphError
+from memtrace_opt.errors import GraphError, UnknownOperationError
 from memtrace_opt.lm.base import LMClient, LMResult
 
 
@@ -98,7 +98,7 @@ def get_spec(name: str) -> OpSpec:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise GraphError(f"no operation registered as {name!r}; import the system that defines it") from None
+        raise UnknownOperationError(f"no operation registered as {name!r}; import the system that defines it") from None
 
 
 @functools.lru_cache(maxsize=512)

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from memtrace_opt.lm.base import LMClient
 from memtrace_opt.optimizers.demos import Demo, select_demos
-from memtrace_opt.optimizers.prompt_parts import PromptParts, split_prompt
+from memtrace_opt.prompt_parts import PromptParts, split_prompt
 from memtrace_opt.optimizers.proposer import Proposal
 from memtrace_opt.optimizers.rules import propose_rules, update_rules
 

@@ -122,7 +122,8 @@ class TaskLM:
         question = re.search(r"Question: (.+?)(?:\n|$)", user).group(1)  # type: ignore[union-attr]
         memories = user.split("Question:")[0].lower()
         found = [g for g in self.golds.get(question, []) if g.lower() in memories]
-        return found[0] if QA_MAGIC in system and found else "Not mentioned"
+        learned = user.split("Question:")[0]  # rules/examples sit after the memories (systems.qa)
+        return found[0] if (QA_MAGIC in system or QA_MAGIC in learned) and found else "Not mentioned"
 
     @property
     def ingestion_calls(self) -> int:

@@ -17,7 +17,7 @@ from memtrace_opt.optimizers.delta_proposer import DeltaProposer
 from memtrace_opt.optimizers.demos import (
     Demo, mine_bootstrap_demos, mine_repair_demos, mine_unattributed_demos, select_demos,
 )
-from memtrace_opt.optimizers.prompt_parts import EXAMPLES_HEADER, RULES_HEADER, split_prompt
+from memtrace_opt.prompt_parts import EXAMPLES_HEADER, RULES_HEADER, split_prompt
 from memtrace_opt.optimizers.rules import extract_rule, is_restated, propose_rules, update_rules
 from memtrace_opt.systems.base import QA_PROMPT
 from tests.test_loop_fixtures import (
@@ -206,3 +206,34 @@ def test_resume_mid_round_with_delta_proposals(tmp_path):
     assert resumed.status == "done"
     assert resumed.final["best_accuracy"] == whole.final["best_accuracy"]
     assert resumed.best_candidate == whole.best_candidate
+
+
+class RecordingTaskLM(TaskLM):
+    def __init__(self, convs) -> None:
+        super().__init__(convs)
+        self.qa_messages: list[list[dict[str, str]]] = []
+
+    def chat(self, messages, **kw):
+        if not messages[-1]["content"].startswith(("Message: ", "Fact: ")):
+            self.qa_messages.append(messages)
+        return super().chat(messages, **kw)
+
+
+def test_the_answer_op_puts_learned_rules_and_examples_after_the_memories():
+    """The instruction + memories prefix stays the seed's (KV-cache reuse); a plain prompt is sent as it was."""
+    from memtrace_opt.prompt_parts import compose_prompt
+
+    convs = conversations()
+    qas = convs[0].qa[:1]
+    plain = RecordingTaskLM(convs)
+    backend(plain).record(convs[0], qas, {**PROMPTS, QA_PROMPT: SEED_QA})
+    system, user = (m["content"] for m in plain.qa_messages[0])
+    assert system == SEED_QA and RULES_HEADER not in user
+
+    learned = RecordingTaskLM(convs)
+    prompt = compose_prompt(SEED_QA, ["If asked about a pet, it should name it."], ["Input: q\nCorrect output: a"])
+    backend(learned).record(convs[0], qas, {**PROMPTS, QA_PROMPT: prompt})
+    system2, user2 = (m["content"] for m in learned.qa_messages[0])
+    assert system2 == SEED_QA
+    assert user2.startswith(user.split("Question:")[0])  # same memories prefix as the plain prompt
+    assert user2.index("Memories:") < user2.index(RULES_HEADER) < user2.index(EXAMPLES_HEADER) < user2.index("Question:")

@@ -23,6 +23,7 @@ budget (:func:`select_demos`).
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
@@ -55,7 +56,8 @@ class Demo:
 
     def render(self) -> str:
         """The example as prompt text (braces neutralised: some systems format their prompts)."""
-        lines = ["Input:"] + [f"{role}: {text}" for role, text in self.inputs] + [f"Correct output: {self.output}"]
+        lines = ["Input:"] + [f"{role}:{'' if text.startswith(chr(10)) else ' '}{text}" for role, text in self.inputs]
+        lines.append(f"Correct output: {self.output}")
         return "\n".join(lines).replace("{", "(").replace("}", ")")
 
     @property
@@ -67,15 +69,20 @@ DemoPools = dict[str, list[Demo]]
 """Demos per prompt component."""
 
 
+_SHOWN_NOTE = re.compile(r"\n\(\d+ of \d+ records shown[^)]*\)$")
+
+
 def _render_inputs(graph: MemoryGraph, op_inputs: Mapping[str, Sequence[str]], focus: str) -> tuple[tuple[str, str], ...]:
-    """The op's inputs by role, shortest-first so the question ends up next to the output, previous versions dropped."""
+    """The op's inputs by role, the question last (next to the output), previous versions dropped; a long
+    record list cut to the lines nearest the question and gold, without the "N of M shown" note."""
     out = []
     for role, ids in op_inputs.items():
         if role.startswith("_"):
             continue
         values = [graph.variables[v].value for v in ids if v in graph.variables]
         value = values[0] if len(values) == 1 else values
-        out.append((role, render_value(value, max_chars=INPUT_CHARS, focus=focus)))
+        text = _SHOWN_NOTE.sub("", render_value(value, max_chars=INPUT_CHARS, focus=focus))
+        out.append((role, f"\n{text}" if "\n" in text else text))
     return tuple(sorted(out, key=lambda kv: (kv[0] == "question", -len(kv[1]))))
 
 

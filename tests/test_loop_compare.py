@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -96,6 +97,8 @@ def test_optimize_and_compare_cli(tmp_path, capsys):
     captured = capsys.readouterr()
     out = captured.out
     assert "optimized 100.0%" in out and "question_answering" in out
+    assert re.search(r"effect: \+100\.0 points, paired bootstrap 95% CI \[\+100\.0, \+100\.0\], p = [0-9.]+ · 3 "
+                     r"questions fixed, 0 broken", out)
     assert "baseline validation accuracy" in captured.err and "round 1/" in captured.err
     assert "held-out failures attributed:" in out
     blame = json.loads((tmp_path / "runs" / "none" / "blame.json").read_text())

@@ -153,12 +153,29 @@ def register(app: typer.Typer) -> None:
             f"optimized {100 * final.get('best_accuracy', 0):.1f}% · changed: "
             f"{', '.join(final.get('changed_components') or []) or 'nothing'} · stop: {state.stop_reason}"
         )
+        if final.get("n"):
+            console.print(_effect_line(run_dir))
         spend = state.spend
         console.print(f"spent: {spend.get('rollouts', 0)} rollouts, {spend.get('llm_calls', 0)} LM calls "
                       f"({spend.get('cached_calls', 0)} cached), {spend.get('wall_s', 0):.0f} s")
         if attribute:
             _attribute_heldout(run_dir, console)
         console.print(f"run dir: {run_dir}")
+
+
+def _effect_line(run_dir: Path) -> str:
+    """The held-out effect of the optimized prompts: paired gain with its 95% CI and p, questions fixed and broken."""
+    from memtrace_opt.loop.artifacts import FINAL_FILE, read_json
+    from memtrace_opt.loop.compare import compare_finals
+
+    final = read_json(run_dir / FINAL_FILE)
+    row = compare_finals({str(run_dir): final})[0]
+    cases = final.get("cases") or []
+    fixed = sum(1 for c in cases if c["best_score"] > c["seed_score"])
+    broke = sum(1 for c in cases if c["best_score"] < c["seed_score"])
+    low, high = row.gain_ci
+    return (f"effect: {100 * row.gain:+.1f} points, paired bootstrap 95% CI [{100 * low:+.1f}, {100 * high:+.1f}], "
+            f"p = {row.p_value:.3f} · {fixed} questions fixed, {broke} broken")
 
 
 def _attribute_heldout(run_dir: Path, console: Any) -> None:

@@ -39,16 +39,22 @@ for _module in COMMAND_MODULES:
     importlib.import_module(_module).register(app)
 
 
+#: Exit code of an interrupted run (128 + SIGINT), never 0: a wrapper script must not count it a success.
+INTERRUPTED = 130
+_INTERRUPTED_LINE = "memtrace-opt: interrupted; finished work is checkpointed, rerun with --resume"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, turning user errors into one line on stderr and a non-zero exit."""
     try:
-        app(args=argv, standalone_mode=False)
+        # In non-standalone mode typer turns Ctrl-C into Exit(130) and *returns* that code.
+        returned = app(args=argv, standalone_mode=False)
     except MemtraceError as err:
         print(f"memtrace-opt: {err.one_line()}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
-        print("memtrace-opt: interrupted; finished work is checkpointed, rerun with --resume", file=sys.stderr)
-        return 130
+        print(_INTERRUPTED_LINE, file=sys.stderr)
+        return INTERRUPTED
     except typer.Exit as ex:
         return ex.exit_code
     except SystemExit as ex:  # click's own usage errors
@@ -61,7 +67,10 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(ex, abort):
             return 130
         raise
-    return 0
+    if returned == INTERRUPTED:
+        print(_INTERRUPTED_LINE, file=sys.stderr)
+        return INTERRUPTED
+    return returned if isinstance(returned, int) and not isinstance(returned, bool) else 0
 
 
 def _click_error_types() -> tuple[tuple[type, ...], tuple[type, ...]]:

@@ -17,13 +17,12 @@ already finished: that, plus their graph files, is the checkpoint ``eval --resum
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from memtrace_opt.atomic import atomic_write_bytes
 from memtrace_opt.errors import DatasetError
 from memtrace_opt.eval.results import RESULTS_FORMAT, QAResult, load_results
 from memtrace_opt.graph.model import MemoryGraph
@@ -46,15 +45,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, data)
 
 
 # -- config -------------------------------------------------------------------------------------
@@ -83,15 +74,7 @@ def write_graph(run_dir: str | Path, conversation_id: str, graph: MemoryGraph) -
     """Save one conversation's graph (atomically: write beside it, then rename)."""
     from memtrace_opt.graph.io_json import save_json
 
-    path = graph_path(run_dir, conversation_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name[: -len(GRAPH_SUFFIX)]}.tmp{GRAPH_SUFFIX}")
-    try:
-        save_json(graph, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return save_json(graph, graph_path(run_dir, conversation_id))
 
 
 def read_graph(run_dir: str | Path, conversation_id: str) -> MemoryGraph:

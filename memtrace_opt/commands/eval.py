@@ -49,6 +49,7 @@ def run_eval(config: str, *, resume: bool = True, out: str | None = None, datase
              progress: bool = True) -> Any:
     """Load ``config``, evaluate its system on its dataset slice, write the run dir; the EvaluationRun."""
     from memtrace_opt import run_dir as rd
+    from memtrace_opt.run_lock import run_lock
     from memtrace_opt.config import load_config
     from memtrace_opt.systems.registry import get_system
     from memtrace_opt.systems.runner import evaluate_system, resolve_prompts, resolve_settings
@@ -60,16 +61,17 @@ def run_eval(config: str, *, resume: bool = True, out: str | None = None, datase
     system = get_system(cfg.system.name)
     resolve_settings(system, cfg.system.settings, source=config)  # fail before any model loads
     resolve_prompts(system, cfg.system.prompts, source=config)
-    if resume:
-        _check_resumable(run_dir, cfg, config)
-    conversations = _load_conversations(cfg)
-    lms, ledger, resources = _build_lms(cfg, run_dir)
-    rd.write_config(run_dir, cfg)
-    return evaluate_system(
-        cfg.system.name, conversations, lms=lms, run_dir=run_dir, prompts=cfg.system.prompts,
-        settings=cfg.system.settings, judge=cfg.eval.judge, dataset=cfg.dataset.name, run_id=cfg.run_name,
-        resume=resume, ledger=ledger, resources=resources, progress=progress,
-    )
+    conversations = _load_conversations(cfg)  # bad data fails before the run dir is created
+    with run_lock(run_dir, "eval"):
+        if resume:
+            _check_resumable(run_dir, cfg, config)
+        lms, ledger, resources = _build_lms(cfg, run_dir)
+        rd.write_config(run_dir, cfg)
+        return evaluate_system(
+            cfg.system.name, conversations, lms=lms, run_dir=run_dir, prompts=cfg.system.prompts,
+            settings=cfg.system.settings, judge=cfg.eval.judge, dataset=cfg.dataset.name, run_id=cfg.run_name,
+            resume=resume, ledger=ledger, resources=resources, progress=progress,
+        )
 
 
 def summary_table(summary: Mapping[str, Any]) -> Any:

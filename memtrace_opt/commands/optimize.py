@@ -73,6 +73,7 @@ def run_optimize(config: str, *, method: str | None = None, resume: bool = False
                  cache_dir: str | None = None) -> tuple[Any, Path]:
     """Load ``config`` and run (or resume) the loop; returns ``(final LoopState, run dir)``."""
     from memtrace_opt import run_dir as rd
+    from memtrace_opt.run_lock import run_lock
     from memtrace_opt.config import load_config
     from memtrace_opt.loop import run_loop
     from memtrace_opt.systems.registry import get_system
@@ -89,12 +90,13 @@ def run_optimize(config: str, *, method: str | None = None, resume: bool = False
     resolve_prompts(system, cfg.system.prompts, source=config)
     if tuning_from is not None and not (Path(tuning_from) / "tuning.json").exists():
         raise ConfigError(tuning_from, None, "no tuning.json here: --tuning-from needs a run dir that tuned settings")
-    ctx, ledger = build_context(cfg, method=method, run_dir=run_dir, tuning_from=tuning_from)
-    if not resume or not (run_dir / rd.CONFIG_FILE).exists():
-        rd.write_config(run_dir, cfg)
-    state = run_loop(ctx, resume=resume)
-    if ledger is not None:
-        rd.write_usage(run_dir, {"ledger": ledger.to_dict(), "loop": state.spend})
+    with run_lock(run_dir, "optimize"):
+        ctx, ledger = build_context(cfg, method=method, run_dir=run_dir, tuning_from=tuning_from)
+        if not resume or not (run_dir / rd.CONFIG_FILE).exists():
+            rd.write_config(run_dir, cfg)
+        state = run_loop(ctx, resume=resume)
+        if ledger is not None:
+            rd.write_usage(run_dir, {"ledger": ledger.to_dict(), "loop": state.spend})
     return state, run_dir
 
 

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Iterator, Mapping
 
+from memtrace_opt.atomic import atomic_path
 from memtrace_opt.errors import GraphError
 from memtrace_opt.graph.model import LMCall, MemoryGraph, Operation, PromptRef, SessionRecord, Variable
 
@@ -234,16 +235,11 @@ def save_json(g: MemoryGraph, path: str | os.PathLike[str]) -> Path:
     A value that cannot be stored raises :class:`GraphError` naming its variable or op, and no file is left.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part" + (".gz" if path.name.endswith(".gz") else ""))
-    try:
+    with atomic_path(path) as tmp:
         with _open(tmp, "w") as f:
             for line in _lines(g):
                 f.write(line)
                 f.write("\n")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return path
 
 

@@ -22,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from memtrace_opt.atomic import atomic_write_text
 from memtrace_opt.attribution.blame import BlameSignal
 
 __all__ = ["FINAL_FILE", "blame_summary", "prompt_diff", "read_json", "round_dir", "write_json", "write_prompts"]
@@ -34,11 +35,7 @@ def round_dir(run_dir: Path, index: int) -> Path:
 
 
 def write_json(path: Path, data: Any) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
 def read_json(path: Path) -> Any:

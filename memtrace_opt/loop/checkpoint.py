@@ -9,11 +9,11 @@ unfinished round is redone on resume; the LM disk cache makes that cheap.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memtrace_opt.atomic import atomic_write_text
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.loop.budget import Spend
 
@@ -81,12 +81,7 @@ class LoopState:
 
 def save_state(run_dir: Path, state: LoopState) -> Path:
     """Write the checkpoint atomically (a kill mid-write leaves the previous one intact)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / CHECKPOINT_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(state.to_dict(), indent=2, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(run_dir / CHECKPOINT_FILE, json.dumps(state.to_dict(), indent=2, ensure_ascii=False))
 
 
 def load_state(run_dir: Path) -> LoopState | None:

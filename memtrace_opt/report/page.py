@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from memtrace_opt.atomic import atomic_write_text
 from memtrace_opt.report.assets import CSS, JS
 from memtrace_opt.report.collect import RunData, collect_run
 from memtrace_opt.report.escape import esc, json_blob
@@ -69,11 +70,7 @@ def write_report(data: RunData, out: str | Path | None = None, options: Question
     """Write the report of already collected ``data`` to ``out`` (default ``RUN_DIR/report.html``), atomically."""
     html_text = build_html(data, options)
     path = Path(out) if out is not None else data.run_dir / "report.html"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(html_text, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return atomic_write_text(path, html_text)
 
 
 def render_report(run_dir: str | Path, out: str | Path | None = None, *, bench_path: str | Path | None = None,

@@ -2,8 +2,10 @@
 
 A thin call of ``gepa.optimize`` with the pieces this project swaps in: the adapter (replaying
 graphs), a component selector (the blame seam), the robust reflection proposer, a metric-call budget
-and extra stoppers (the loop's LLM-call budget). GEPA writes its state under ``run_dir`` so a
-killed round resumes where GEPA stopped; its log goes to a file there, not to stdout.
+and extra stoppers (the loop's LLM-call budget). GEPA's log goes to a file under ``run_dir``, not to
+stdout. GEPA is *not* given ``run_dir``: it would pickle its state there and unpickle whatever file
+it finds on resume, and a run dir is data people share and download. A killed round is rerun from
+its start instead; with the same seed and the LM disk cache it makes the same decisions at no LM cost.
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def run_gepa(
         max_metric_calls=max_metric_calls,
         stop_callbacks=[ScoreThresholdStopper(1.0), lambda _state: proposer.error is not None, *stoppers],
         logger=_FileLogger(run_dir / "gepa_log.txt" if run_dir else None),
-        run_dir=str(run_dir) if run_dir is not None else None,
+        run_dir=None,  # GEPA would pickle its state there and unpickle it on resume: never load code from a run dir
         track_best_outputs=False,
         display_progress_bar=False,
         seed=seed,

@@ -8,7 +8,8 @@ Layout under RUN_DIR::
     rounds/round_<k>/blame.json      blame signals of the round's failures, grouped by component
     rounds/round_<k>/scores.json     per-question training and validation scores
     rounds/round_<k>/optimizer.json  what GEPA/MIPROv2 did (proposals, metric calls)
-    rounds/round_<k>/gepa/           GEPA's own state (lets a killed round resume inside GEPA)
+    rounds/round_<k>/gepa/           GEPA's log (no pickled state: a killed round reruns from its start,
+                                     its LM calls answered by the disk cache)
     prompts/<component>.txt          the final (best) prompts
     prompts/<component>.diff         unified diff of each changed prompt against the seed
     final.json                       held-out result: per-question scores, seed vs best, spend

@@ -57,6 +57,27 @@ def write_config(run_dir: str | Path, config: Any) -> Path:
     return path
 
 
+def check_same_config(run_dir: str | Path, cfg: Any, config_path: str, remedy: str) -> None:
+    """Refuse to resume into a run directory made by a different config: its results would mix with
+    the new ones while ``config.yaml`` still described the old run. ``remedy`` ends the message."""
+    from memtrace_opt.errors import ConfigError
+
+    saved = Path(run_dir) / CONFIG_FILE
+    if saved.exists() and saved.read_text(encoding="utf-8") != cfg.dump_yaml():
+        changed = _changed_fields(read_config(run_dir).model_dump(mode="json"), cfg.model_dump(mode="json"))
+        raise ConfigError(config_path, None, f"{run_dir} holds a run of a different config "
+                          f"(changed: {', '.join(changed[:4]) or 'formatting'}); {remedy}")
+
+
+def _changed_fields(old: Any, new: Any, prefix: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for key in sorted(set(old) | set(new)):
+            out += _changed_fields(old.get(key), new.get(key), f"{prefix}{key}.")
+        return out
+    return [] if old == new else [prefix.rstrip(".")]
+
+
 def read_config(run_dir: str | Path) -> Any:
     """The run's saved config as a RunConfig (ConfigError naming the file if it is missing or bad)."""
     from memtrace_opt.config import load_config

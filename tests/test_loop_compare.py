@@ -112,3 +112,21 @@ def test_optimize_and_compare_cli(tmp_path, capsys):
     assert main(["compare", str(run)]) == 0
     assert "Held-out accuracy" in capsys.readouterr().out
     assert main(["optimize", str(config), "--method", "bogus", "--out", str(tmp_path / "x")]) == 2
+
+
+def test_optimize_resume_refuses_a_changed_config(tmp_path, capsys):
+    """A resumed run whose config changed would evaluate a new slice while config.yaml recorded the old one."""
+    from memtrace_opt.commands.optimize import injected
+
+    config = write_config(tmp_path, "attributed")
+    task = accounted(TaskLM(conversations()), "task")
+    lms = {"task": task, "judge": task, "reflection": accounted(ReflectionLM(), "reflection")}
+    with injected(lms):
+        assert main(["optimize", str(config), "--method", "none"]) == 0
+        changed = yaml.safe_load(config.read_text())
+        changed["dataset"]["max_questions"] = 1
+        config.write_text(yaml.safe_dump(changed))
+        capsys.readouterr()
+        assert main(["optimize", str(config), "--method", "none", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "holds a run of a different config (changed: dataset.max_questions)" in err and err.count("\n") == 1

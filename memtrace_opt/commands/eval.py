@@ -17,7 +17,6 @@ from typing import Annotated, Any, Optional
 import typer
 
 from memtrace_opt.commands.lms import build_run_lms, injected
-from memtrace_opt.errors import ConfigError
 
 __all__ = ["injected", "register", "run_eval"]
 
@@ -33,16 +32,6 @@ def _load_conversations(cfg: Any) -> tuple[Any, ...]:
     d = cfg.dataset
     ds = load_dataset(d.name, d.path, audit_path=d.audit_path, include_adversarial=d.include_adversarial)
     return select(ds, d.conversations, d.max_sessions, d.max_questions).conversations
-
-
-def _check_resumable(run_dir: Path, cfg: Any, config_path: str) -> None:
-    """Refuse to resume into a run directory made by a different config (results would mix)."""
-    from memtrace_opt.run_dir import CONFIG_FILE
-
-    saved = run_dir / CONFIG_FILE
-    if saved.exists() and saved.read_text(encoding="utf-8") != cfg.dump_yaml():
-        raise ConfigError(config_path, None, f"{run_dir} holds a run of a different config; "
-                          "use --no-resume to overwrite it or --out for a new directory")
 
 
 def run_eval(config: str, *, resume: bool = True, out: str | None = None, dataset_path: str | None = None,
@@ -64,7 +53,7 @@ def run_eval(config: str, *, resume: bool = True, out: str | None = None, datase
     conversations = _load_conversations(cfg)  # bad data fails before the run dir is created
     with run_lock(run_dir, "eval"):
         if resume:
-            _check_resumable(run_dir, cfg, config)
+            rd.check_same_config(run_dir, cfg, config, "use --no-resume to overwrite it or --out for a new directory")
         lms, ledger, resources = _build_lms(cfg, run_dir)
         rd.write_config(run_dir, cfg)
         return evaluate_system(

@@ -91,6 +91,8 @@ def run_optimize(config: str, *, method: str | None = None, resume: bool = False
     if tuning_from is not None and not (Path(tuning_from) / "tuning.json").exists():
         raise ConfigError(tuning_from, None, "no tuning.json here: --tuning-from needs a run dir that tuned settings")
     with run_lock(run_dir, "optimize"):
+        if resume:
+            rd.check_same_config(run_dir, cfg, config, "choose another --out for the changed config")
         ctx, ledger = build_context(cfg, method=method, run_dir=run_dir, tuning_from=tuning_from)
         if not resume or not (run_dir / rd.CONFIG_FILE).exists():
             rd.write_config(run_dir, cfg)

@@ -148,7 +148,7 @@ class TuningConfig(_Section):
 class RunConfig(_Section):
     """A whole run. Only ``run_name`` and ``system`` are required."""
 
-    run_name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")]
+    run_name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")]
     seed: int = 0
     output_dir: RelPath = Field(default_factory=lambda: Path("runs").resolve())
     cache_dir: RelPath | None = None

@@ -16,6 +16,7 @@ already finished: that, plus their graph files, is the checkpoint ``eval --resum
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -87,8 +88,20 @@ def read_config(run_dir: str | Path) -> Any:
 
 # -- graphs -------------------------------------------------------------------------------------
 def graph_path(run_dir: str | Path, conversation_id: str) -> Path:
-    """Where conversation ``conversation_id``'s graph lives (characters unsafe in file names → ``_``)."""
-    return Path(run_dir) / GRAPHS_DIR / f"{_UNSAFE.sub('_', conversation_id)}{GRAPH_SUFFIX}"
+    """Where conversation ``conversation_id``'s graph lives.
+
+    A safe id is the file name as it is; an id with characters unsafe in file names (``/``, spaces)
+    or a leading dot gets them replaced by ``_`` plus a short hash of the id, so ``c/1`` and ``c_1``
+    never share a file.
+
+    >>> graph_path("r", "conv-26").name, graph_path("r", "c/1").name != graph_path("r", "c_1").name
+    ('conv-26.jsonl.gz', True)
+    """
+    safe = _UNSAFE.sub("_", conversation_id)
+    if safe != conversation_id or safe.startswith(".") or not safe:
+        digest = hashlib.sha256(conversation_id.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        safe = f"{safe.lstrip('.') or 'conv'}-{digest}"
+    return Path(run_dir) / GRAPHS_DIR / f"{safe}{GRAPH_SUFFIX}"
 
 
 def write_graph(run_dir: str | Path, conversation_id: str, graph: MemoryGraph) -> Path:
@@ -96,6 +109,16 @@ def write_graph(run_dir: str | Path, conversation_id: str, graph: MemoryGraph) -
     from memtrace_opt.graph.io_json import save_json
 
     return save_json(graph, graph_path(run_dir, conversation_id))
+
+
+def clear_results(run_dir: str | Path) -> None:
+    """Remove a previous run's graphs, results, summary and blame, so a fresh run (``--no-resume``)
+    cannot leave old conversations behind for ``attribute`` or ``report`` to mix with the new ones."""
+    root = Path(run_dir)
+    for path in list_graphs(root):
+        path.unlink(missing_ok=True)
+    for name in (RESULTS_FILE, SUMMARY_FILE, "blame.json"):
+        (root / name).unlink(missing_ok=True)
 
 
 def read_graph(run_dir: str | Path, conversation_id: str) -> MemoryGraph:

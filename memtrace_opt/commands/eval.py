@@ -54,6 +54,8 @@ def run_eval(config: str, *, resume: bool = True, out: str | None = None, datase
     with run_lock(run_dir, "eval"):
         if resume:
             rd.check_same_config(run_dir, cfg, config, "use --no-resume to overwrite it or --out for a new directory")
+        else:
+            rd.clear_results(run_dir)
         lms, ledger, resources = _build_lms(cfg, run_dir)
         rd.write_config(run_dir, cfg)
         return evaluate_system(

@@ -109,6 +109,12 @@ def load_locomo(
         _parse_conversation(conv, ci, source, audit, include_adversarial, warnings)
         for ci, conv in enumerate(raw)
     )
+    seen: dict[str, int] = {}
+    for ci, conv in enumerate(conversations):
+        if conv.id in seen:
+            raise DatasetError(source, f"conversation {ci}.sample_id",
+                               f"duplicate sample_id {conv.id!r} (also conversation {seen[conv.id]})")
+        seen[conv.id] = ci
     used = {(ci, qi) for ci, conv in enumerate(conversations) for qi in range(len(conv.qa))}
     for ci, qi in sorted(set(audit) - used):
         warnings.append(f"audit entry locomo_{ci}_qa{qi} matches no question; ignored")

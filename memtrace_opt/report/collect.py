@@ -122,7 +122,9 @@ def collect_run(run_dir: str | Path, *, bench_path: str | Path | None = None,
     data.summary = _load(data, root / rd.SUMMARY_FILE) or {}
     data.usage = _load(data, root / rd.USAGE_FILE) or {}
     data.results = _records(_load(data, root / rd.RESULTS_FILE), "results")
-    data.graphs = {p.name[: -len(rd.GRAPH_SUFFIX)]: p for p in rd.list_graphs(root)}
+    # keyed by conversation id: a file name is the id itself unless the id needed escaping (rd.graph_path)
+    by_file = {rd.graph_path(root, str(r.get("conversation"))).name: str(r.get("conversation")) for r in data.results}
+    data.graphs = {by_file.get(p.name, p.name[: -len(rd.GRAPH_SUFFIX)]): p for p in rd.list_graphs(root)}
     data.graph_meta = read_graph_meta(next(iter(data.graphs.values()))) if data.graphs else {}
     data.checkpoint = _mapping(_load(data, root / "checkpoint.json"))
     data.final = _mapping(_load(data, root / "final.json"))

@@ -168,7 +168,8 @@ def test_evaluate_system_writes_run_dir_and_resumes(tmp_path):
     first = lms()
     ev = evaluate_system("long_context", convs, lms=first, run_dir=tmp_path, judge="llm", dataset="unit",
                          run_id="r", progress=False)
-    assert sorted(p.name for p in rd.list_graphs(tmp_path)) == ["c1.jsonl.gz", "c_2.jsonl.gz"]
+    assert sorted(p.name for p in rd.list_graphs(tmp_path)) == ["c1.jsonl.gz", rd.graph_path(tmp_path, "c/2").name]
+    assert rd.graph_path(tmp_path, "c/2").name.startswith("c_2-")  # escaped ids get a hash: c_2 stays free
     assert rd.read_graph(tmp_path, "c/2").meta["conversation_id"] == "c/2"
     assert [r.qa_id for r in rd.read_results(tmp_path)] == ["c1/q0", "c1/q1", "c/2/q0", "c/2/q1"]
     summary = rd.read_summary(tmp_path)

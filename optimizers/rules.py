@@ -3,7 +3,9 @@
 Asked to rewrite a whole prompt, a 1.5B model hands it back unchanged or restates it. Asked for
 one sentence "If the step receives X, it should Y" about one failure it is shown (the step's
 input, its output, the correct output, the error type and the reason), it usually says something
-usable. Several samples are drawn (each asks for a different variant); a rule that restates an
+usable. Several samples are drawn, each asking for a different variant at temperature 0 — the
+prompt varies, not the sampler, so every sample is cached and a resumed run proposes exactly the same
+rules (a temperature-0.7 sample is not cached and differs on every run); a rule that restates an
 existing rule or instruction line is dropped (:func:`is_restated`), and the rule list is edited by
 small deltas (add one, drop the oldest past a cap), never rewritten whole.
 """
@@ -82,7 +84,7 @@ def _render_record(record: Mapping[str, Any], max_chars: int = 1500) -> str:
 
 
 def propose_rules(lm: LMClient, component: str, instruction: str, known: Sequence[str],
-                  records: Sequence[Mapping[str, Any]], *, samples: int = 2, temperature: float = 0.7,
+                  records: Sequence[Mapping[str, Any]], *, samples: int = 2, temperature: float = 0.0,
                   max_tokens: int = 80) -> list[RuleProposal]:
     """Up to ``samples`` rule samples per record; each kept rule is new against ``known`` and earlier samples."""
     out: list[RuleProposal] = []
@@ -92,8 +94,7 @@ def propose_rules(lm: LMClient, component: str, instruction: str, known: Sequenc
             variant = "" if k == 0 else f"\n(Give a different rule than the obvious one: variant {k + 1}.)"
             prompt = RULE_TEMPLATE.format(component=component, instruction=instruction,
                                           record=_render_record(record), variant=variant)
-            reply = lm.chat([{"role": "user", "content": prompt}], max_tokens=max_tokens,
-                            temperature=0.0 if k == 0 else temperature)
+            reply = lm.chat([{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=temperature)
             rule = extract_rule(reply.text)
             if not rule:
                 out.append(RuleProposal(component, "", False, "no 'If …, should …' rule in the reply", reply.text[:400]))

@@ -135,3 +135,33 @@ def test_many_threads_different_keys(db):
     for t in threads:
         t.join()
     assert len(inner.calls) == 10 and len(lm) == 10
+
+
+@pytest.mark.parametrize("content", [b"garbage, not sqlite" * 100, b"SQLite format 3\x00" + b"\x00" * 50, "schema"])
+def test_a_corrupt_cache_is_moved_aside_with_a_warning_and_rebuilt(tmp_path, capsys, content):
+    import sqlite3
+
+    from memtrace_opt.lm.base import LMResult
+    from memtrace_opt.lm.cache import CachedLM
+
+    path = tmp_path / "lm_cache.sqlite"
+    if content == "schema":
+        db = sqlite3.connect(path)
+        db.execute("CREATE TABLE lm_cache (key TEXT, other TEXT)")
+        db.commit()
+        db.close()
+    else:
+        path.write_bytes(content)
+
+    class Echo:
+        model_id = "echo"
+
+        def chat(self, messages, **kw):
+            return LMResult(text="hi", model="echo")
+
+    cached = CachedLM(Echo(), path)
+    assert cached.chat([{"role": "user", "content": "x"}]).text == "hi"
+    assert cached.chat([{"role": "user", "content": "x"}]).cached
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is unreadable" in err and "moved aside" in err
+    assert len(list(tmp_path.glob("lm_cache.sqlite.corrupt-*"))) == 1

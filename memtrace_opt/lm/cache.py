@@ -9,7 +9,9 @@ processes and threads can share it).
 Which calls are cached: by default only temperature-0 calls. A call at temperature > 0 asks for a
 *sample*; replaying one stored sample would silently turn repeated sampling (e.g. a reflection LM
 proposing several candidates) into one answer. Pass ``cache_sampled=True`` to cache those as
-well, for byte-identical replays. A call that raises is never stored. ``replay_only=True`` turns
+well, for byte-identical replays. A call that raises is never stored. A file that is not a usable
+cache (garbage, truncated, another schema) is renamed aside with a one-line warning and a fresh
+cache starts: losing cached answers costs time, never correctness. ``replay_only=True`` turns
 a miss into an :class:`LMError`, for tests that must fail on a prompt they have not recorded.
 """
 
@@ -17,7 +19,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
+import sys
 import threading
 import time
 from pathlib import Path
@@ -41,6 +45,37 @@ CREATE TABLE IF NOT EXISTS lm_cache (
 )
 """
 _STRIPES = 64  # per-key locks, hashed: concurrent identical calls run once, different ones in parallel
+
+
+_COLUMNS = ["key", "model_id", "text", "prompt_tokens", "completion_tokens", "finish_reason", "latency_s", "created"]
+
+
+def _open_db(path: Path) -> sqlite3.Connection:
+    """Open (or create) the cache; sqlite3.DatabaseError when the file is not a cache this code can use."""
+    db = sqlite3.connect(path, check_same_thread=False, timeout=30.0)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute(_SCHEMA)
+        db.commit()
+        columns = [row[1] for row in db.execute("PRAGMA table_info(lm_cache)")]
+        if columns != _COLUMNS:
+            raise sqlite3.DatabaseError(f"table lm_cache has columns {columns}, expected {_COLUMNS}")
+        db.execute("SELECT COUNT(*) FROM lm_cache").fetchone()
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _quarantine(path: Path) -> Path:
+    """Rename a broken cache (and its WAL/SHM files) aside, so nothing is lost and a fresh one can start."""
+    aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+    for suffix in ("", "-wal", "-shm"):
+        part = Path(f"{path}{suffix}")
+        if part.exists():
+            part.replace(Path(f"{aside}{suffix}"))
+    return aside
 
 
 def cache_key(
@@ -84,12 +119,13 @@ class CachedLM:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db_lock = threading.Lock()
         self._stripes = [threading.Lock() for _ in range(_STRIPES)]
-        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0)
-        with self._db_lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(_SCHEMA)
-            self._db.commit()
+        try:
+            self._db = _open_db(self.path)
+        except sqlite3.DatabaseError as err:
+            aside = _quarantine(self.path)
+            print(f"memtrace-opt: warning: LM cache {self.path} is unreadable ({err}); moved aside to {aside.name}, "
+                  "starting an empty cache", file=sys.stderr)
+            self._db = _open_db(self.path)
 
     def __repr__(self) -> str:
         return f"CachedLM({self.client!r}, path={str(self.path)!r})"

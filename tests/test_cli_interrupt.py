@@ -18,3 +18,28 @@ def test_an_interrupted_command_exits_130_and_says_so(monkeypatch, capsys):
 def test_a_normal_command_still_exits_0(capsys):
     assert main(["data", "stats", "--dataset", "mini"]) == 0
     assert '"conversations": 2' in capsys.readouterr().out
+
+
+def test_sigint_to_a_real_process_exits_130(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    ready = tmp_path / "ready"
+    code = (
+        "import pathlib, time, memtrace_opt.data as d\n"
+        "def slow(*a, **k):\n"
+        f"    pathlib.Path({str(ready)!r}).write_text('x'); time.sleep(60)\n"
+        "d.load_dataset = slow\n"
+        "from memtrace_opt.cli import main\n"
+        "raise SystemExit(main(['data', 'stats', '--dataset', 'mini']))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "interrupted; finished work is checkpointed, rerun with --resume" in err

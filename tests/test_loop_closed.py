@@ -184,3 +184,13 @@ def test_a_broken_reflection_model_stops_the_run_with_its_error(tmp_path):
     with pytest.raises(LMError, match="connection refused"):
         run_loop(ctx)
     assert load_state(tmp_path).rounds == []  # nothing half-done was recorded as a round
+
+
+@pytest.mark.parametrize("content", ["[]", '{"format": "memtrace-loop/1", "spend": "lots"}', "\xff\xfe", "{"])
+def test_a_corrupt_checkpoint_is_one_config_error(tmp_path, content):
+    from memtrace_opt.loop.checkpoint import CHECKPOINT_FORMAT
+
+    (tmp_path / "checkpoint.json").write_text(content.replace("memtrace-loop/1", CHECKPOINT_FORMAT),
+                                              encoding="latin-1")
+    with pytest.raises(ConfigError, match="unreadable checkpoint"):
+        load_state(tmp_path)

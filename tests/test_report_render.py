@@ -172,7 +172,7 @@ def test_missing_or_empty_run_dir_is_a_dataset_error(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="run directory not found"):
         render_report(tmp_path / "nope")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(DatasetError, match="no run files found"):
+    with pytest.raises(DatasetError, match="no results here"):
         render_report(tmp_path / "empty")
 
 
@@ -240,3 +240,13 @@ def test_failed_attribution_and_bad_blame_records_are_shown(tmp_path: Path, run_
     assert any(n.startswith("blame.json: record 3 skipped") for n in data.notes)
     html = render_report(root).read_text()
     assert 'data-filter="AttributionFailed"' in html and "the attribution method gave no answer" in html
+
+
+def test_report_out_an_existing_directory_writes_into_it(tmp_path: Path, run_dir: Path) -> None:
+    from memtrace_opt.cli import main
+
+    target = tmp_path / "reports"
+    target.mkdir()
+    assert main(["report", str(run_dir), "--out", str(target)]) == 0
+    assert [p.name for p in target.iterdir()] == ["report.html"]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]

@@ -52,3 +52,20 @@ def test_eval_no_resume_leaves_no_old_graphs(tmp_path):
         assert main(["eval", str(cfg), "--quiet", "--no-resume"]) == 0
     assert sorted(p.name for p in rd.list_graphs(run)) == ["mini-1.jsonl.gz", "mini-2.jsonl.gz"]
     assert not (run / "blame.json").exists()
+
+
+def test_out_pointing_at_a_file_is_one_line(tmp_path, capsys):
+    cfg = write_config(tmp_path, "long_context")
+    (tmp_path / "afile").write_text("x")
+    for command in ("eval", "optimize"):
+        assert main([command, str(cfg), "--out", str(tmp_path / "afile")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is a file; the run needs a directory there" in err
+
+
+def test_report_of_a_dir_with_only_a_config_says_there_are_no_results(tmp_path, capsys):
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "config.yaml").write_text("run_name: r\nsystem: {name: rag}\n")
+    assert main(["report", str(run)]) == 2
+    assert "no results here (only config.yaml)" in capsys.readouterr().err

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from memtrace_opt.commands.lms import build_run_lms, injected
+from memtrace_opt.errors import ConfigError
 
 __all__ = ["injected", "register", "run_eval"]
 
@@ -47,6 +48,9 @@ def run_eval(config: str, *, resume: bool = True, out: str | None = None, datase
     if dataset_path is not None:
         cfg = cfg.model_copy(update={"dataset": cfg.dataset.model_copy(update={"path": str(Path(dataset_path).resolve())})})
     run_dir = Path(out) if out else cfg.run_dir
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(config, "--out" if out else "output_dir/run_name",
+                          f"{run_dir} is a file; the run needs a directory there")
     system = get_system(cfg.system.name)
     resolve_settings(system, cfg.system.settings, source=config)  # fail before any model loads
     resolve_prompts(system, cfg.system.prompts, source=config)

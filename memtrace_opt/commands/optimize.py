@@ -85,6 +85,9 @@ def run_optimize(config: str, *, method: str | None = None, resume: bool = False
     if cache_dir is not None:
         cfg = cfg.model_copy(update={"cache_dir": Path(cache_dir).resolve()})
     run_dir = Path(out) if out else cfg.run_dir
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(config, "--out" if out else "output_dir/run_name",
+                          f"{run_dir} is a file; the run needs a directory there")
     system = get_system(cfg.system.name)
     resolve_settings(system, cfg.system.settings, source=config)  # fail before any model loads
     resolve_prompts(system, cfg.system.prompts, source=config)

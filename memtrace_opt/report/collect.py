@@ -142,10 +142,12 @@ def collect_run(run_dir: str | Path, *, bench_path: str | Path | None = None,
     bench_files = [Path(bench_path)] if bench_path else sorted(set(root.glob("attribution_bench*.json"))
                                                                 | set(root.glob("bench*.json")))
     data.bench = read_bench(_load(data, p, required=bench_path is not None) for p in bench_files)
-    if not (data.config or data.summary or data.results or data.graphs or data.blame or data.rounds
+    if not (data.summary or data.results or data.graphs or data.blame or data.rounds
             or data.prompts or data.bench or data.checkpoint):
-        raise DatasetError(str(root), None, "no run files found (config.yaml, summary.json, results.json, graphs/, "
-                                            "blame.json, checkpoint.json, prompts/ or attribution_bench.json)")
+        found = " (only config.yaml)" if data.config else ""
+        raise DatasetError(str(root), None, f"no results here{found}: no summary.json, results.json, graphs/, "
+                                            "blame.json, checkpoint.json, prompts/ or attribution_bench.json; "
+                                            "run `memtrace-opt eval` or `optimize` first")
     return data
 
 

@@ -70,6 +70,8 @@ def write_report(data: RunData, out: str | Path | None = None, options: Question
     """Write the report of already collected ``data`` to ``out`` (default ``RUN_DIR/report.html``), atomically."""
     html_text = build_html(data, options)
     path = Path(out) if out is not None else data.run_dir / "report.html"
+    if path.is_dir():  # --out DIR means the report goes into DIR
+        path = path / "report.html"
     return atomic_write_text(path, html_text)
 
 

@@ -69,3 +69,14 @@ def test_report_of_a_dir_with_only_a_config_says_there_are_no_results(tmp_path, 
     (run / "config.yaml").write_text("run_name: r\nsystem: {name: rag}\n")
     assert main(["report", str(run)]) == 2
     assert "no results here (only config.yaml)" in capsys.readouterr().err
+
+
+def test_eval_honours_the_split_and_rejects_an_unknown_conversation(tmp_path, capsys):
+    cfg = write_config(tmp_path, "long_context", extra="split: {optimize: [mini-2], heldout: [mini-9]}\n")
+    with injected(scripted(), resources={"embedder": HashEmbedder()}):
+        assert main(["eval", str(cfg), "--quiet"]) == 2
+    assert "split.heldout: conversations ['mini-9'] are not in the selected dataset" in capsys.readouterr().err
+    cfg = write_config(tmp_path, "long_context", extra="split: {optimize: [mini-2]}\n")
+    with injected(scripted(), resources={"embedder": HashEmbedder()}):
+        assert main(["eval", str(cfg), "--quiet"]) == 0
+    assert [p.name for p in rd.list_graphs(tmp_path / "out" / "t_long_context")] == ["mini-2.jsonl.gz"]

@@ -28,11 +28,25 @@ def _build_lms(cfg: Any, run_dir: Path) -> tuple[dict[str, Any], Any, dict[str, 
 
 
 def _load_conversations(cfg: Any) -> tuple[Any, ...]:
+    """The dataset slice; with a ``split`` only its conversations (every split id must exist: a typo would
+    otherwise evaluate everything silently), in split order: optimize, validation, heldout."""
     from memtrace_opt.data import load_dataset, select
 
     d = cfg.dataset
     ds = load_dataset(d.name, d.path, audit_path=d.audit_path, include_adversarial=d.include_adversarial)
-    return select(ds, d.conversations, d.max_sessions, d.max_questions).conversations
+    sliced = select(ds, d.conversations, d.max_sessions, d.max_questions)
+    if cfg.split is None:
+        return sliced.conversations
+    known = {c.id: c for c in sliced.conversations}
+    wanted: list[str] = []
+    for role in ("optimize", "validation", "heldout"):
+        ids = getattr(cfg.split, role)
+        missing = [i for i in ids if i not in known]
+        if missing:
+            raise ConfigError("config", f"split.{role}", f"conversations {missing} are not in the selected dataset "
+                              f"(selected: {sorted(known)})")
+        wanted += ids
+    return tuple(known[i] for i in wanted)
 
 
 def run_eval(config: str, *, resume: bool = True, out: str | None = None, dataset_path: str | None = None,

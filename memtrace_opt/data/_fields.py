@@ -28,11 +28,36 @@ def read_json(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as err:
         raise DatasetError(str(path), None, f"cannot read file: {err}") from None
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as err:
         raise DatasetError(
             str(path), None, f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}"
         ) from None
+    except RecursionError:
+        raise DatasetError(str(path), None, "JSON nested too deeply to be a dataset") from None
+    except ValueError as err:  # e.g. an integer of more than 4300 digits
+        raise DatasetError(str(path), None, f"not a usable JSON value: {err}") from None
+    _check_strings(data, path)
+    return data
+
+
+def _check_strings(data: Any, path: Path) -> None:
+    """Every string is valid Unicode: a lone surrogate (a JSON escape like \\ud800) would load here and crash
+    every later writer of graphs and results, so it is refused now, naming where it is."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise DatasetError(str(path), where or "top level",
+                                   "text holds a lone UTF-16 surrogate (invalid Unicode)") from None
+        elif isinstance(value, dict):
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in value.items())
+            stack.extend((k, f"{where} key" if where else "key") for k in value if isinstance(k, str))
+        elif isinstance(value, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(value))
 
 
 def _describe(expected: type | tuple[type, ...]) -> str:

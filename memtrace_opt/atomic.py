@@ -5,6 +5,10 @@ of one; a crash leaves at most a hidden ``.<name>.*.tmp`` file and no damage. Th
 unique per write (``tempfile.mkstemp``), so two processes writing the same file cannot delete or
 rename each other's half-written temp (a fixed ``.part`` name did exactly that).
 
+File mode: every file in a run dir gets the mode a plain ``open()`` would give it, ``0666`` minus
+the user's umask (``0644`` under the usual ``022``, ``0600`` under ``077``) — ``mkstemp``'s private
+``0600`` is widened to that, so atomic and non-atomic files (the SQLite cache, logs) agree.
+
 >>> import tempfile, pathlib
 >>> d = pathlib.Path(tempfile.mkdtemp())
 >>> atomic_write_text(d / "a.json", "{}").read_text()
@@ -21,7 +25,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text"]
+__all__ = ["FILE_MODE", "atomic_path", "atomic_write_bytes", "atomic_write_text"]
+
+
+def _umask() -> int:
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
+#: The mode of every file this project writes: what ``open()`` would create under the process umask.
+FILE_MODE = 0o666 & ~_umask()
 
 
 @contextmanager
@@ -36,6 +50,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=f".tmp{suffix}")
     os.close(fd)
     tmp = Path(name)
+    os.chmod(tmp, FILE_MODE)
     try:
         yield tmp
         os.replace(tmp, target)

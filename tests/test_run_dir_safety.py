@@ -74,3 +74,14 @@ def test_atomic_write_leaves_the_old_file_when_writing_fails(tmp_path):
             tmp.write_text("half")
             1 / 0
     assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["a.json"]
+
+
+def test_atomic_and_plain_files_get_one_mode(tmp_path):
+    import stat
+
+    from memtrace_opt.atomic import FILE_MODE
+
+    atomic = atomic_write_text(tmp_path / "a.json", "{}")
+    plain = tmp_path / "b.log"
+    plain.write_text("x")
+    assert stat.S_IMODE(atomic.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode) == FILE_MODE

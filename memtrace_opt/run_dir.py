@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from memtrace_opt.atomic import atomic_write_bytes
+from memtrace_opt.atomic import atomic_write_bytes, atomic_write_text
 from memtrace_opt.errors import DatasetError
 from memtrace_opt.eval.results import RESULTS_FORMAT, QAResult, load_results
 from memtrace_opt.graph.model import MemoryGraph
@@ -58,16 +58,34 @@ def write_config(run_dir: str | Path, config: Any) -> Path:
     return path
 
 
-def check_same_config(run_dir: str | Path, cfg: Any, config_path: str, remedy: str) -> None:
+CONFIG_CHANGES_FILE = "config_changes.json"
+
+
+def check_same_config(run_dir: str | Path, cfg: Any, config_path: str, remedy: str, *, force: bool = False) -> list[str]:
     """Refuse to resume into a run directory made by a different config: its results would mix with
-    the new ones while ``config.yaml`` still described the old run. ``remedy`` ends the message."""
+    the new ones while ``config.yaml`` still described the old run. ``remedy`` ends the message.
+
+    With ``force`` the change is accepted and recorded (``config_changes.json``: when, which fields,
+    the old config) and the changed field names are returned; the caller writes the new config.
+    """
+    from datetime import datetime, timezone
+
     from memtrace_opt.errors import ConfigError
 
     saved = Path(run_dir) / CONFIG_FILE
-    if saved.exists() and saved.read_text(encoding="utf-8") != cfg.dump_yaml():
-        changed = _changed_fields(read_config(run_dir).model_dump(mode="json"), cfg.model_dump(mode="json"))
+    if not saved.exists() or saved.read_text(encoding="utf-8") == cfg.dump_yaml():
+        return []
+    changed = _changed_fields(read_config(run_dir).model_dump(mode="json"), cfg.model_dump(mode="json"))
+    if not force:
         raise ConfigError(config_path, None, f"{run_dir} holds a run of a different config "
-                          f"(changed: {', '.join(changed[:4]) or 'formatting'}); {remedy}")
+                          f"(changed: {', '.join(changed[:4]) or 'formatting'}); {remedy}, or pass --force to "
+                          "accept the change (it is recorded)")
+    log_path = Path(run_dir) / CONFIG_CHANGES_FILE
+    log = json.loads(log_path.read_text(encoding="utf-8")) if log_path.exists() else []
+    log.append({"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "changed": changed,
+                "previous_config": saved.read_text(encoding="utf-8")})
+    atomic_write_text(log_path, json.dumps(log, indent=2))
+    return changed
 
 
 def _changed_fields(old: Any, new: Any, prefix: str = "") -> list[str]:

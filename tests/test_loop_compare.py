@@ -130,3 +130,21 @@ def test_optimize_resume_refuses_a_changed_config(tmp_path, capsys):
         assert main(["optimize", str(config), "--method", "none", "--resume"]) == 2
     err = capsys.readouterr().err
     assert "holds a run of a different config (changed: dataset.max_questions)" in err and err.count("\n") == 1
+
+
+def test_optimize_resume_force_accepts_and_records_a_changed_config(tmp_path, capsys):
+    from memtrace_opt.commands.optimize import injected
+
+    config = write_config(tmp_path, "attributed")
+    task = accounted(TaskLM(conversations()), "task")
+    lms = {"task": task, "judge": task, "reflection": accounted(ReflectionLM(), "reflection")}
+    with injected(lms):
+        assert main(["optimize", str(config), "--method", "none"]) == 0
+        changed = yaml.safe_load(config.read_text())
+        changed["eval"]["judge"] = "llm"
+        config.write_text(yaml.safe_dump(changed))
+        assert main(["optimize", str(config), "--method", "none", "--resume", "--force"]) == 0
+    run = tmp_path / "runs" / "cli-attributed"
+    log = json.loads((run / "config_changes.json").read_text())
+    assert log[0]["changed"] == ["eval.judge"] and "judge: deterministic" in log[0]["previous_config"]
+    assert "judge: llm" in (run / "config.yaml").read_text()

@@ -50,7 +50,7 @@ def _load_conversations(cfg: Any) -> tuple[Any, ...]:
 
 
 def run_eval(config: str, *, resume: bool = True, out: str | None = None, dataset_path: str | None = None,
-             progress: bool = True) -> Any:
+             progress: bool = True, force: bool = False) -> Any:
     """Load ``config``, evaluate its system on its dataset slice, write the run dir; the EvaluationRun."""
     from memtrace_opt import run_dir as rd
     from memtrace_opt.run_lock import run_lock
@@ -71,7 +71,8 @@ def run_eval(config: str, *, resume: bool = True, out: str | None = None, datase
     conversations = _load_conversations(cfg)  # bad data fails before the run dir is created
     with run_lock(run_dir, "eval"):
         if resume:
-            rd.check_same_config(run_dir, cfg, config, "use --no-resume to overwrite it or --out for a new directory")
+            rd.check_same_config(run_dir, cfg, config, "use --no-resume to overwrite it or --out for a new directory",
+                                 force=force)
         else:
             rd.clear_results(run_dir)
         lms, ledger, resources = _build_lms(cfg, run_dir)
@@ -122,11 +123,13 @@ def register(app: typer.Typer) -> None:
         dataset_path: Annotated[Optional[str], typer.Option("--dataset-path",
                                                             help="Dataset file, overriding dataset.path.")] = None,
         quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+        force: Annotated[bool, typer.Option("--force", help="Resume although the config changed (recorded in "
+                                                            "config_changes.json).")] = False,
     ) -> None:
         """Evaluate the config's memory system on its dataset slice; writes graphs, results and a summary."""
         from memtrace_opt.commands.console import table_console
 
-        result = run_eval(config, resume=resume, out=out, dataset_path=dataset_path, progress=not quiet)
+        result = run_eval(config, resume=resume, out=out, dataset_path=dataset_path, progress=not quiet, force=force)
         console = table_console()
         console.print(summary_table(result.summary))
         if result.resumed:

@@ -70,7 +70,7 @@ def build_context(cfg: Any, *, method: str | None, run_dir: Path, tuning_from: s
 
 def run_optimize(config: str, *, method: str | None = None, resume: bool = False, out: str | None = None,
                  tuning_from: str | None = None, dataset_path: str | None = None,
-                 cache_dir: str | None = None) -> tuple[Any, Path]:
+                 cache_dir: str | None = None, force: bool = False) -> tuple[Any, Path]:
     """Load ``config`` and run (or resume) the loop; returns ``(final LoopState, run dir)``."""
     from memtrace_opt import run_dir as rd
     from memtrace_opt.run_lock import run_lock
@@ -94,10 +94,10 @@ def run_optimize(config: str, *, method: str | None = None, resume: bool = False
     if tuning_from is not None and not (Path(tuning_from) / "tuning.json").exists():
         raise ConfigError(tuning_from, None, "no tuning.json here: --tuning-from needs a run dir that tuned settings")
     with run_lock(run_dir, "optimize"):
-        if resume:
-            rd.check_same_config(run_dir, cfg, config, "choose another --out for the changed config")
+        changed = rd.check_same_config(run_dir, cfg, config, "choose another --out for the changed config",
+                                       force=force) if resume else []
         ctx, ledger = build_context(cfg, method=method, run_dir=run_dir, tuning_from=tuning_from)
-        if not resume or not (run_dir / rd.CONFIG_FILE).exists():
+        if not resume or changed or not (run_dir / rd.CONFIG_FILE).exists():
             rd.write_config(run_dir, cfg)
         state = run_loop(ctx, resume=resume)
         if ledger is not None:
@@ -146,12 +146,14 @@ def register(app: typer.Typer) -> None:
         attribute: Annotated[bool, typer.Option(
             "--attribute/--no-attribute", help="Attribute the held-out failures of the final prompts (blame.json).")
         ] = True,
+        force: Annotated[bool, typer.Option("--force", help="With --resume: accept a changed config (recorded in "
+                                                            "config_changes.json).")] = False,
     ) -> None:
         """Attribute failures, optimize the blamed prompts, compare seed vs optimized on held-out questions."""
         from memtrace_opt.commands.console import table_console
 
         state, run_dir = run_optimize(config, method=method, resume=resume, out=out, tuning_from=tuning_from,
-                             dataset_path=dataset_path, cache_dir=cache_dir)
+                                      dataset_path=dataset_path, cache_dir=cache_dir, force=force)
         console = table_console()
         console.print(rounds_table(state))
         final = state.final or {}

@@ -107,3 +107,16 @@ def test_unknown_question_type_is_kept_with_a_warning(tmp_path):
     ds = load_dataset("longmemeval", p)
     assert ds.conversations[0].qa[0].category == "new-type"
     assert ds.warnings == ["z/q0: unknown question_type 'new-type'; kept as its category"]
+
+
+def test_duplicate_question_ids_are_rejected(lme_path, tmp_path):
+    import json
+
+    from memtrace_opt.data.longmemeval import load_longmemeval
+    from memtrace_opt.errors import DatasetError
+
+    items = json.loads(lme_path.read_text())
+    dup = tmp_path / "dup.json"
+    dup.write_text(json.dumps(items + items[:1]))
+    with pytest.raises(DatasetError, match=rf"item {len(items)}.question_id: duplicate id"):
+        load_longmemeval(dup)

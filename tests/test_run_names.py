@@ -37,7 +37,7 @@ def test_duplicate_locomo_sample_ids_are_rejected(tmp_path):
             "qa": []}
     path = tmp_path / "locomo.json"
     path.write_text(json.dumps([conv, conv]))
-    with pytest.raises(DatasetError, match=r"conversation 1.sample_id: duplicate sample_id 'conv-1'"):
+    with pytest.raises(DatasetError, match=r"item 1.sample_id: duplicate id 'conv-1' \(also item 0\)"):
         load_locomo(path)
 
 

@@ -41,6 +41,16 @@ def read_json(path: Path) -> Any:
     return data
 
 
+def check_unique_ids(conversations: Any, path: str, field: str) -> None:
+    """Every conversation id is unique (two conversations sharing an id would share one graph file and
+    one results entry); DatasetError naming both positions otherwise."""
+    seen: dict[str, int] = {}
+    for i, conv in enumerate(conversations):
+        if conv.id in seen:
+            raise DatasetError(path, f"item {i}.{field}", f"duplicate id {conv.id!r} (also item {seen[conv.id]})")
+        seen[conv.id] = i
+
+
 def _check_strings(data: Any, path: Path) -> None:
     """Every string is valid Unicode: a lone surrogate (a JSON escape like \\ud800) would load here and crash
     every later writer of graphs and results, so it is refused now, naming where it is."""

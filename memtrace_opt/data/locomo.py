@@ -26,6 +26,7 @@ from typing import Any
 from memtrace_opt.data._fields import (
     as_text,
     check_type,
+    check_unique_ids,
     normalise_ref,
     optional,
     read_json,
@@ -109,12 +110,7 @@ def load_locomo(
         _parse_conversation(conv, ci, source, audit, include_adversarial, warnings)
         for ci, conv in enumerate(raw)
     )
-    seen: dict[str, int] = {}
-    for ci, conv in enumerate(conversations):
-        if conv.id in seen:
-            raise DatasetError(source, f"conversation {ci}.sample_id",
-                               f"duplicate sample_id {conv.id!r} (also conversation {seen[conv.id]})")
-        seen[conv.id] = ci
+    check_unique_ids(conversations, source, "sample_id")
     used = {(ci, qi) for ci, conv in enumerate(conversations) for qi in range(len(conv.qa))}
     for ci, qi in sorted(set(audit) - used):
         warnings.append(f"audit entry locomo_{ci}_qa{qi} matches no question; ignored")

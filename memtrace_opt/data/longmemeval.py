@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memtrace_opt.data._fields import as_text, check_type, optional, read_json, require
+from memtrace_opt.data._fields import as_text, check_type, check_unique_ids, optional, read_json, require
 from memtrace_opt.data.model import LONGMEMEVAL_TYPES, QA, Conversation, Dataset, Session, Turn, turn_id
 from memtrace_opt.errors import DatasetError
 
@@ -28,6 +28,7 @@ def load_longmemeval(path: str | Path) -> Dataset:
     check_type(raw, list, path=source, item="top level", what="the list of questions")
     warnings: list[str] = []
     conversations = tuple(_parse_item(entry, i, source, warnings) for i, entry in enumerate(raw))
+    check_unique_ids(conversations, source, "question_id")
     return Dataset(name="longmemeval", source=source, conversations=conversations, warnings=warnings)
 
 

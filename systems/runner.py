@@ -164,6 +164,7 @@ def run_conversation(
     meta = {
         "run_id": run_id or uuid.uuid4().hex[:12], "system": system.name, "settings": cfg.model_dump(mode="json"),
         "prompts": full_prompts, "conversation_id": conversation.id, "qa_ids": [q.id for q in qas],
+        "speakers": list(getattr(conversation, "speakers", ()) or ()),
         "dataset": dataset, "judge": judge, "use_audit": use_audit,
     }
     tracer = Tracer(MemoryGraph(meta), lms=lms, prompts=full_prompts, resources=dict(resources or {}), memo=memo,

@@ -182,3 +182,41 @@ def test_bench_attribution_skips_injections_over_the_replay_budget(tmp_path, cap
     reasons = {why for per_type in payload["skipped"].values() for why in per_type}
     assert "replay over the LM-call budget" in reasons
     assert payload["config"]["max_replay_calls"] == 1
+
+
+def test_a_failed_verification_is_an_error_line_and_counted_never_silent(rag_run, capsys, monkeypatch):
+    import memtrace_opt.attribution.counterfactual as cf
+
+    def broken_replay(*args, **kwargs):
+        raise RuntimeError("replay exploded")
+
+    monkeypatch.setattr(cf, "replay", broken_replay)
+    with attribute_cmd.injected(lms(), resources=RESOURCES):
+        assert main(["attribute", str(rag_run)]) == 1
+    payload = json.loads((rag_run / "blame.json").read_text())
+    err = capsys.readouterr().err
+    assert payload["verification_failed"] >= 1
+    assert err.count("counterfactual verification of") == payload["verification_failed"]
+    assert "replay exploded" in err and "verification(s) failed" in err
+
+
+def test_attribute_in_a_fresh_process_verifies_every_blame(rag_run):
+    """A real `memtrace-opt attribute` process: every verifiable blame gets a boolean verdict, none fails."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from memtrace_opt.commands import attribute as a\n"
+        "from tests.test_attribution_cli import lms, RESOURCES\n"
+        "from memtrace_opt.cli import main\n"
+        "with a.injected(lms(), resources=RESOURCES):\n"
+        f"    sys.exit(main(['attribute', {str(rag_run)!r}, '--json']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr[-2000:]
+    payload = json.loads(out.stdout)
+    assert payload["verification_failed"] == 0
+    verifiable = [s for s in payload["signals"] if s["error_type"] in ("RetrievalError", "ExtractionError")]
+    assert verifiable and all(isinstance(s["counterfactual_rescued"], bool) for s in verifiable)

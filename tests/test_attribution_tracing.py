@@ -217,3 +217,40 @@ def test_no_fault_is_injected_into_a_question_whose_gold_the_audit_flags(recorde
     assert plan_injections(recorded, case)[0]
     plans, skipped = plan_injections(recorded, replace(case, flags=frozenset({"audit_wrong_gold"})))
     assert plans == [] and set(skipped.values()) == {"gold flagged wrong by the dataset audit"}
+
+
+@pytest.mark.parametrize("prediction", ["Biscuit", "It is called Biscuit.", "7 May 2023"])
+def test_a_right_answer_judged_wrong_is_a_judge_error_that_names_no_prompt(recorded, prediction):
+    [case] = collect_failures(recorded)
+    gold = "7 May 2023" if "May" in prediction else "Biscuit"
+    misjudged = case.with_(gold=gold, prediction=prediction)
+    blame = TracingAttributor(embed=None).attribute(recorded, misjudged)
+    assert blame.error_type == "JudgeError" and blame.op_id == case.judge_op
+    assert blame.prompt_component is None and "stricter second judgement" in blame.reason
+
+
+def test_a_wrong_answer_is_not_a_judge_error(recorded):
+    [case] = collect_failures(recorded)
+    blame = TracingAttributor(embed=None).attribute(recorded, case.with_(gold="7 May 2023", prediction="8 May 2023"))
+    assert blame.error_type != "JudgeError"
+
+
+def test_another_speakers_similar_line_does_not_carry_the_fact():
+    fact = make_fact("message:D1:1", {"speaker": "Caroline", "text": "I went to a support group yesterday."},
+                     "When did Caroline go to the support group?", "7 May 2023", speakers=("Caroline", "Melanie"))
+    judge = TokenJudge()
+    assert judge.holds(fact, [{"text": "Caroline: I went to a support group yesterday."}]).holds
+    assert not judge.holds(fact, [{"text": "Melanie: I went to a support group yesterday too."}]).holds
+    chunk = "Melanie: I went to a support group yesterday too.\nCaroline: I went to a support group yesterday."
+    assert judge.holds(fact, chunk).holds  # a chunk keeps its own speaker's line
+    assert not judge.holds(fact, "Melanie: I went to a support group yesterday too.\nCaroline: Nice!").holds
+
+
+def test_a_run_records_its_speakers_for_tracing():
+    from memtrace_opt.systems.runner import run_conversation
+    from tests.scripted_lm import ScriptedLM, judge_lm, make_conversation
+
+    conv = make_conversation([[("Ann", "My cat is Biscuit."), ("Bob", "Nice.")]],
+                             [{"question": "Ann's cat?", "answer": "Biscuit", "evidence": ["D1:1"]}])
+    run = run_conversation("long_context", conv, lms={"task": ScriptedLM([], default="Biscuit"), "judge": judge_lm()})
+    assert run.graph.meta["speakers"] == ["Ann", "Bob"]

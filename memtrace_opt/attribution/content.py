@@ -21,7 +21,8 @@ from typing import Any, Mapping, Protocol
 from memtrace_opt.attribution.text import content_tokens, value_items, value_text
 from memtrace_opt.lm.base import LMClient
 
-__all__ = ["CascadeJudge", "ContentJudge", "Fact", "Holding", "LLMContentJudge", "TokenJudge", "make_fact"]
+__all__ = ["CascadeJudge", "ContentJudge", "Fact", "Holding", "LLMContentJudge", "TokenJudge", "make_fact",
+           "said_by_other", "without_other_speakers"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,10 @@ class Fact:
     gold_tokens: frozenset[str]
     key_tokens: Mapping[str, float]
     drop: frozenset[str] = frozenset()
+    #: Who said the evidence, and the conversation's other speakers: a line another speaker said
+    #: ("Melanie: I ran a charity race too") does not carry what this speaker said.
+    speaker: str | None = None
+    others: tuple[str, ...] = ()
 
 
 def make_fact(var_id: str, value: Any, question: str, gold: str, *, speakers: tuple[str, ...] = ()) -> Fact:
@@ -50,7 +55,23 @@ def make_fact(var_id: str, value: Any, question: str, gold: str, *, speakers: tu
     msg = content_tokens(text, drop=drop)
     q, g = content_tokens(question, drop=drop), content_tokens(gold, drop=drop)
     weights = {t: (2.0 if t in q or t in g else 1.0) for t in msg}
-    return Fact(var_id, text, question, gold, frozenset(g & msg), weights, content_tokens(" ".join(drop)))
+    own = speaker if isinstance(speaker, str) and speaker else None
+    others = tuple(s for s in speakers if s and s != own) if own else ()
+    return Fact(var_id, text, question, gold, frozenset(g & msg), weights, content_tokens(" ".join(drop)), own, others)
+
+
+def said_by_other(fact: Fact, line: str) -> bool:
+    """Whether ``line`` is a verbatim line of another speaker ("<other>: ...") than the fact's."""
+    if not fact.others or ":" not in line:
+        return False
+    return line.lstrip().split(":", 1)[0].strip() in fact.others
+
+
+def without_other_speakers(fact: Fact, text: str) -> str:
+    """``text`` without the verbatim lines other speakers said (a chunk keeps its other lines)."""
+    if not fact.others:
+        return text
+    return "\n".join(line for line in text.splitlines() if not said_by_other(fact, line))
 
 
 @dataclass(frozen=True)
@@ -78,9 +99,9 @@ class TokenJudge:
     decide: bool = True
 
     def holds(self, fact: Fact, value: Any) -> Holding:
-        items = [t for t in value_items(value) if t and t.strip()]
+        items = [t for t in (without_other_speakers(fact, i) for i in value_items(value) if i) if t.strip()]
         if not items:
-            return Holding(False, 0.0, "empty value")
+            return Holding(False, 0.0, "empty value, or only other speakers' lines")
         if fact.gold_tokens:
             return self._by_gold(fact, items)
         return self._by_key(fact, items)

@@ -44,6 +44,8 @@ class Verdict:
     lm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: The replay itself raised: no verdict. Counted and reported by the attributor, never silent.
+    failed: bool = False
 
 
 def inject_text(value: Any, text: str, *, template: Any = None) -> Any:
@@ -181,7 +183,7 @@ def verify(graph: MemoryGraph, case: FailureCase, cand: Candidate, rerun: Rerun,
     except UnknownOperationError:
         raise  # a set-up defect (a module not imported) would silently void every verification
     except Exception as err:  # a system that cannot replay this fix: recorded on the verdict, not raised
-        return Verdict(cand, True, None, note=f"replay failed: {type(err).__name__}: {err}")
+        return Verdict(cand, True, None, note=f"replay failed: {type(err).__name__}: {err}", failed=True)
     new = result.graph
     executed = [new.ops[o] for o in result.stats.executed if o in new.ops]
     calls = [c for op in executed for c in op.lm_calls]
@@ -204,6 +206,8 @@ class CounterfactualAttributor:
     name: str = "tracing+cf"
     base: Overrides = field(default_factory=Overrides)
     max_replay_calls: int | None = None  # a fix whose replay needs more LM calls gets no verdict
+    #: ``(case id, why)`` of every verification whose replay raised: reported by the caller, never dropped.
+    verification_failures: list[tuple[str, str]] = field(default_factory=list)
 
     def attribute(self, graph: MemoryGraph, case: FailureCase) -> BlameSignal:
         meter = CostMeter(self.tracing.meters).start()
@@ -214,6 +218,8 @@ class CounterfactualAttributor:
                              base=self.base)
             if verdict.applicable:
                 meter.add_replay(verdict.lm_calls, verdict.prompt_tokens, verdict.completion_tokens)
+            if verdict.failed:
+                self.verification_failures.append((case.case_id, f"{cand.error_type}@{cand.op_id}: {verdict.note}"))
             verdicts.append(verdict)
             if verdict.rescued:
                 break

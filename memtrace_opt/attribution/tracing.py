@@ -9,6 +9,10 @@ deterministic content checks, stage by stage, as the reference taxonomy defines 
 (d) a live unit holds it, the context lacks it  → RetrievalError at the retrieval op that dropped it
 (e) the context holds every fact                → ResponseError at the answer op
 
+Before any of this, two non-memory verdicts: an ``audit_wrong_gold`` case is an AnnotationError, and
+a failed answer that a stricter second judgement accepts (:func:`judged_wrongly`) is a JudgeError
+of the judge op; neither names a prompt, so neither reaches the optimizer.
+
 Facts that fail give candidates; the earliest in execution order is the blame (later faults are
 "fixed" by the definition of decisiveness). An update that replaces a fact with a *later* evidence
 fact is a legitimate update, not a degradation. ``audit_wrong_gold`` cases are AnnotationErrors.
@@ -19,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from memtrace_opt.attribution.blame import BlameSignal
+from memtrace_opt.attribution.blame import MEMORY_ERROR_TYPES, BlameSignal
 from memtrace_opt.attribution.content import ContentJudge, Fact, Holding, TokenJudge, make_fact
 from memtrace_opt.attribution.cost import CostMeter, MeteredLM
 from memtrace_opt.attribution.evidence import EmbedFn, default_embed, starting_points
@@ -28,7 +32,7 @@ from memtrace_opt.attribution.priors import prior_for
 from memtrace_opt.attribution.text import content_tokens, short, value_text
 from memtrace_opt.attribution.view import answer_ops, live_units, unit_chain
 from memtrace_opt.attribution.walk import Walk, forward_walk
-from memtrace_opt.eval.judge import is_abstention
+from memtrace_opt.eval.judge import DeterministicJudge, is_abstention
 from memtrace_opt.graph.model import DELETION, EXTRACTION, JUDGE, MEMORY_UNIT, QA, QUERY, RETRIEVED, MemoryGraph, Operation, split_var_id
 
 __all__ = ["Candidate", "TraceResult", "TracingAttributor", "blame_from", "necessary_facts"]
@@ -83,6 +87,10 @@ class TracingAttributor:
             if case.corrected_answer:
                 why += f" (corrected: {case.corrected_answer!r})"
             return TraceResult([Candidate("AnnotationError", None, 0, why)], [], "audit")
+        misjudged = judged_wrongly(case)
+        if misjudged:
+            time = graph.ops[case.judge_op].time if case.judge_op in graph.ops else 10**12
+            return TraceResult([Candidate("JudgeError", case.judge_op, time, misjudged)], [], "judge")
         if "unanswerable" in case.flags or is_abstention(case.gold):
             return TraceResult([self._hallucination(graph, case)], [], "abstention")
         starts, source = starting_points(graph, case, mode=self.evidence, top=self.pseudo_top, embed=self.embed)
@@ -294,6 +302,26 @@ class _Stages:
         return op.time if op else 10**12
 
 
+_STRICT = DeterministicJudge(f1_threshold=0.8)
+
+
+def judged_wrongly(case: FailureCase) -> str | None:
+    """Why a failed answer is in fact right (a JudgeError), or None.
+
+    A second, stricter judgement than the run's: the rules that are sure (both abstain, the same yes/no,
+    the prediction contains the gold, the same dates) or a token F1 of at least 0.8. When it accepts
+    an answer the run's judge rejected, the memory system is not at fault and nothing is optimized.
+    """
+    if not case.prediction.strip():
+        return None
+    verdict = _STRICT.judge(case.question, case.gold, case.prediction)
+    if verdict.score != 1:
+        return None
+    why = verdict.reason.removeprefix("deterministic: ")
+    return (f"the answer {case.prediction!r} matches the gold {case.gold!r} by a stricter second judgement "
+            f"({why}), yet the judge scored it wrong")
+
+
 def necessary_facts(facts: list[Fact], case: FailureCase) -> set[str]:
     """The facts whose failure can be decisive.
 
@@ -328,8 +356,9 @@ def _dedup(candidates: list[Candidate]) -> list[Candidate]:
 
 
 def blame_from(graph: MemoryGraph, case: FailureCase, cand: Candidate, **kw: Any) -> BlameSignal:
-    """The blame signal for ``case`` blaming ``cand``; the prompt component is read off the op."""
-    op = graph.ops.get(cand.op_id or "")
+    """The blame signal for ``case`` blaming ``cand``; the prompt component is read off the op (none for
+    non-memory errors: a judge's or an annotator's mistake is never sent to the system's prompts)."""
+    op = graph.ops.get(cand.op_id or "") if cand.error_type in MEMORY_ERROR_TYPES else None
     return BlameSignal(
         case_id=case.case_id, question=case.question, gold=case.gold, prediction=case.prediction,
         error_type=cand.error_type, op_id=cand.op_id,

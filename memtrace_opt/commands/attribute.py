@@ -11,6 +11,7 @@ resources such as a fake embedder) for the duration of a ``with`` block.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -109,6 +110,7 @@ def attribute_run(run_dir: str | Path, *, method: str = "tracing", counterfactua
     lms, resources = build_lms(cfg, root) if needs_lm else ({}, injected_resources())
     base = make_method(method, lms, evidence=evidence, embed=pick_embed(embed, resources), llm_content=llm_content)
     signals, by_case = [], {}
+    failures: list[tuple[str, str]] = []
     for graph in graphs:
         conv_id = str(graph.meta.get("conversation_id") or graph.meta.get("conversation") or "")
         conv = conversations.get(conv_id)
@@ -121,8 +123,12 @@ def attribute_run(run_dir: str | Path, *, method: str = "tracing", counterfactua
             signal = attributor.attribute(graph, case)
             signals.append(signal)
             by_case[signal.case_id] = graph
+        failures += getattr(attributor, "verification_failures", [])
+    for case_id, why in failures:
+        print(f"memtrace-opt: error: counterfactual verification of {case_id} failed: {why}", file=sys.stderr)
     payload = {"method": base.name, "counterfactual": counterfactual and method == "tracing", "evidence": evidence,
-               "notes": notes, "signals": [s.to_dict() for s in signals], "aggregate": aggregate(signals, by_case)}
+               "notes": notes, "verification_failed": len(failures),
+               "signals": [s.to_dict() for s in signals], "aggregate": aggregate(signals, by_case)}
     rd.write_json(root / "blame.json", payload)
     return payload
 
@@ -187,9 +193,13 @@ def register(app: typer.Typer) -> None:
                                 llm_content=llm_content)
         if as_json:
             print(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
-            return
-        console = table_console()
-        console.print(summary_table(payload))
-        for note in payload["notes"]:
-            console.print(f"note: {note}")
-        console.print(f"wrote {Path(run_dir) / 'blame.json'}")
+        else:
+            console = table_console()
+            console.print(summary_table(payload))
+            for note in payload["notes"]:
+                console.print(f"note: {note}")
+            console.print(f"wrote {Path(run_dir) / 'blame.json'}")
+        if payload["verification_failed"]:
+            print(f"memtrace-opt: {payload['verification_failed']} counterfactual verification(s) failed "
+                  "(listed above; their blame is tracing's, unverified)", file=sys.stderr)
+            raise typer.Exit(1)

@@ -79,6 +79,11 @@ def run_loop(ctx: LoopContext, *, resume: bool = False) -> LoopState:
     state = _open_state(ctx, resume)
     if state.status == "done":
         return state
+    plan = ctx.plan
+    proposer = "demo/rule deltas" if plan.uses_delta else "whole-prompt rewrites"
+    ctx.say(f"method {plan.method} ({proposer if plan.method in GEPA_METHODS else 'no GEPA'}) · budget "
+            f"{plan.max_metric_calls} rollouts" + (f", {plan.max_llm_calls} LM calls" if plan.max_llm_calls else "")
+            + f" over {plan.rounds} round(s) · seed {plan.seed}")
     meter = SpendMeter(state.spent())
     with meter.observe():
         _tune(ctx, state, meter)

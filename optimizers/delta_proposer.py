@@ -22,17 +22,18 @@ from typing import Any, Mapping, Sequence
 from memtrace_opt.lm.base import LMClient
 from memtrace_opt.optimizers.demos import Demo, select_demos
 from memtrace_opt.prompt_parts import PromptParts, split_prompt
-from memtrace_opt.optimizers.proposer import Proposal
+from memtrace_opt.optimizers.proposer import ComponentProposer, Proposal
 from memtrace_opt.optimizers.rules import propose_rules, update_rules
 
 __all__ = ["DeltaProposer"]
 
 
-class DeltaProposer:
+class DeltaProposer(ComponentProposer):
     """GEPA ``custom_candidate_proposer`` editing prompts by demo-set and rule deltas (see module docstring)."""
 
     def __init__(self, pools: Mapping[str, Sequence[Demo]], lm: LMClient | None, *, budget_tokens: int = 400,
                  max_demos: int = 4, rule_samples: int = 2, rule_records: int = 2, seed: int = 0) -> None:
+        super().__init__()
         self.pools = {c: list(p) for c, p in pools.items()}
         self.lm = lm
         self.budget_tokens = budget_tokens
@@ -41,26 +42,10 @@ class DeltaProposer:
         self.rule_records = rule_records
         self.rng = random.Random(seed)
         self.steps = 0
-        self.log: list[Proposal] = []
         self.rules_log: list[dict[str, Any]] = []
-        #: The exception a reflection call raised (run_gepa re-raises it).
-        self.error: BaseException | None = None
 
-    def __call__(self, candidate: dict[str, str], reflective_dataset: Mapping[str, Sequence[Mapping[str, Any]]],
-                 components_to_update: list[str]) -> dict[str, str]:
+    def begin_step(self) -> None:
         self.steps += 1
-        new_texts: dict[str, str] = {}
-        for name in components_to_update:
-            records = list(reflective_dataset.get(name) or ())
-            try:
-                proposal = self.propose(name, candidate[name], records)
-            except Exception as err:
-                self.error = err
-                raise
-            self.log.append(proposal)
-            if proposal.accepted:
-                new_texts[name] = proposal.new_text
-        return new_texts
 
     def propose(self, component: str, current: str, records: Sequence[Mapping[str, Any]]) -> Proposal:
         """One delta for ``component``: demos on odd steps (or when no rule can be had), a rule on even ones."""

@@ -12,23 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Sequence
 
 from memtrace_opt.optimizers.adapter import MemoryPromptAdapter
 from memtrace_opt.optimizers.cases import QACase
-from memtrace_opt.optimizers.proposer import Proposal
+from memtrace_opt.optimizers.proposer import ComponentProposer
 
-__all__ = ["CandidateProposer", "GepaOutcome", "run_gepa"]
-
-
-class CandidateProposer(Protocol):
-    """What run_gepa needs of a proposer (ReflectionProposer, DeltaProposer): GEPA's callable, a log, an error slot."""
-
-    log: list[Proposal]
-    error: BaseException | None
-
-    def __call__(self, candidate: dict[str, str], reflective_dataset: Any,
-                 components_to_update: list[str]) -> dict[str, str]: ...
+__all__ = ["GepaOutcome", "run_gepa"]
 
 
 @dataclass
@@ -70,7 +60,7 @@ def run_gepa(
     trainset: Sequence[QACase],
     valset: Sequence[QACase],
     selector: Callable[..., list[str]],
-    proposer: CandidateProposer,
+    proposer: ComponentProposer,
     max_metric_calls: int,
     minibatch_size: int = 4,
     stoppers: Sequence[Callable[[Any], bool]] = (),

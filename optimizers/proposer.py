@@ -22,7 +22,7 @@ from gepa.strategies.instruction_proposal import InstructionProposalSignature
 
 from memtrace_opt.lm.base import LMClient
 
-__all__ = ["REFLECTION_TEMPLATE", "RULES_TEMPLATE", "Proposal", "ReflectionProposer", "extract_instruction",
+__all__ = ["REFLECTION_TEMPLATE", "RULES_TEMPLATE", "ComponentProposer", "Proposal", "ReflectionProposer", "extract_instruction",
            "extract_rules", "validate_instruction"]
 
 REFLECTION_TEMPLATE = """You improve the instruction (prompt) used by one step, "<component>", of an LLM memory system.
@@ -139,30 +139,33 @@ class Proposal:
         return asdict(self)
 
 
-class ReflectionProposer:
-    """GEPA ``custom_candidate_proposer``: one reflection LM call per component that has records.
+class ComponentProposer:
+    """The GEPA ``custom_candidate_proposer`` skeleton every proposer here shares: one :meth:`propose`
+    per requested component, every proposal logged, the first exception kept in ``error`` (GEPA
+    isolates proposer errors; run_gepa re-raises it) and re-raised. Subclasses implement
+    :meth:`propose` and may narrow the records (:meth:`records_for`) or count steps (:meth:`begin_step`)."""
 
-    ``max_tokens`` None leaves the reply length to the client (a factory-built reflection client
-    applies ``models.reflection.max_tokens``). At most ``max_records`` records are shown per call.
-    """
-
-    def __init__(self, lm: LMClient, *, template: str = REFLECTION_TEMPLATE, rules_template: str = RULES_TEMPLATE,
-                 max_tokens: int | None = None, max_records: int = 6) -> None:
-        self.lm = lm
-        self.template = template
-        self.rules_template = rules_template
-        self.max_tokens = max_tokens
-        self.max_records = max_records
+    def __init__(self) -> None:
         self.log: list[Proposal] = []
-        #: The exception a reflection call raised (GEPA isolates proposer errors; run_gepa re-raises it).
         self.error: BaseException | None = None
+
+    def begin_step(self) -> None:
+        """Called once per GEPA proposal step, before its components."""
+
+    def records_for(self, records: list[Mapping[str, Any]]) -> list[Mapping[str, Any]] | None:
+        """The records one component's proposal sees; None skips the component."""
+        return records
+
+    def propose(self, component: str, current: str, records: Sequence[Mapping[str, Any]]) -> Proposal:
+        raise NotImplementedError
 
     def __call__(self, candidate: dict[str, str], reflective_dataset: Mapping[str, Sequence[Mapping[str, Any]]],
                  components_to_update: list[str]) -> dict[str, str]:
+        self.begin_step()
         new_texts: dict[str, str] = {}
         for name in components_to_update:
-            records = list(reflective_dataset.get(name) or ())[: self.max_records]
-            if not records:
+            records = self.records_for(list(reflective_dataset.get(name) or ()))
+            if records is None:
                 continue
             try:
                 proposal = self.propose(name, candidate[name], records)
@@ -173,6 +176,26 @@ class ReflectionProposer:
             if proposal.accepted:
                 new_texts[name] = proposal.new_text
         return new_texts
+
+
+class ReflectionProposer(ComponentProposer):
+    """GEPA ``custom_candidate_proposer``: one reflection LM call per component that has records.
+
+    ``max_tokens`` None leaves the reply length to the client (a factory-built reflection client
+    applies ``models.reflection.max_tokens``). At most ``max_records`` records are shown per call.
+    """
+
+    def __init__(self, lm: LMClient, *, template: str = REFLECTION_TEMPLATE, rules_template: str = RULES_TEMPLATE,
+                 max_tokens: int | None = None, max_records: int = 6) -> None:
+        super().__init__()
+        self.lm = lm
+        self.template = template
+        self.rules_template = rules_template
+        self.max_tokens = max_tokens
+        self.max_records = max_records
+
+    def records_for(self, records: list[Mapping[str, Any]]) -> list[Mapping[str, Any]] | None:
+        return records[: self.max_records] or None
 
     def propose(self, component: str, current: str, records: Sequence[Mapping[str, Any]]) -> Proposal:
         """Ask for a rewrite of ``current`` given ``records``; if the reply is unusable, ask for rules to add.

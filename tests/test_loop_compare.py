@@ -115,14 +115,17 @@ def test_optimize_and_compare_cli(tmp_path, capsys):
     assert main(["optimize", str(config), "--method", "bogus", "--out", str(tmp_path / "x")]) == 2
 
 
+def loop_lms():
+    task = accounted(TaskLM(conversations()), "task")
+    return {"task": task, "judge": task, "reflection": accounted(ReflectionLM(), "reflection")}
+
+
 def test_optimize_resume_refuses_a_changed_config(tmp_path, capsys):
     """A resumed run whose config changed would evaluate a new slice while config.yaml recorded the old one."""
     from memtrace_opt.commands.optimize import injected
 
     config = write_config(tmp_path, "attributed")
-    task = accounted(TaskLM(conversations()), "task")
-    lms = {"task": task, "judge": task, "reflection": accounted(ReflectionLM(), "reflection")}
-    with injected(lms):
+    with injected(loop_lms()):
         assert main(["optimize", str(config), "--method", "none"]) == 0
         changed = yaml.safe_load(config.read_text())
         changed["dataset"]["max_questions"] = 1
@@ -137,9 +140,7 @@ def test_optimize_resume_force_accepts_and_records_a_changed_config(tmp_path, ca
     from memtrace_opt.commands.optimize import injected
 
     config = write_config(tmp_path, "attributed")
-    task = accounted(TaskLM(conversations()), "task")
-    lms = {"task": task, "judge": task, "reflection": accounted(ReflectionLM(), "reflection")}
-    with injected(lms):
+    with injected(loop_lms()):
         assert main(["optimize", str(config), "--method", "none"]) == 0
         changed = yaml.safe_load(config.read_text())
         changed["eval"]["judge"] = "llm"

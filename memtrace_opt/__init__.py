@@ -10,6 +10,7 @@ The public API, by layer (imports flow downward):
 - systems: :class:`MemorySystem`, :func:`get_system`, :func:`system_names`, :func:`run_conversation`,
   :func:`make_rerun`;
 - attribution: :class:`BlameSignal`;
+- prompts: :func:`compose_prompt`, :func:`split_prompt` (the rules and worked examples the optimizer adds);
 - report: :func:`render_report`.
 
 Names resolve lazily on first use, so ``import memtrace_opt`` loads no model, no torch and no mem0.
@@ -33,6 +34,9 @@ _EXPORTS: dict[str, str] = {
     "bleu1": "memtrace_opt.eval.metrics",
     "bootstrap_ci": "memtrace_opt.eval.metrics",
     "paired_bootstrap": "memtrace_opt.eval.metrics",
+    # prompt components as instruction + learned rules + worked examples
+    "compose_prompt": "memtrace_opt.prompt_parts",
+    "split_prompt": "memtrace_opt.prompt_parts",
     # LM layer
     "LMClient": "memtrace_opt.lm.base",
     "LMResult": "memtrace_opt.lm.base",

@@ -1,9 +1,10 @@
 """The run report: one self-contained HTML file with the run summary, every failed question's graph
 slice and blame, error-type charts, optimization rounds and prompt diffs, and benchmark tables.
 
->>> # doctest: +SKIP
->>> from memtrace_opt.report import render_report
->>> render_report("runs/quickstart")          # writes runs/quickstart/report.html
+Usage (writes ``runs/quickstart/report.html``)::
+
+    from memtrace_opt.report import render_report
+    render_report("runs/quickstart")
 """
 
 from memtrace_opt.report.collect import RunData, collect_run

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
+from pydantic import (
+    AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator,
+)
 
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.config import ModelConfig
@@ -108,9 +110,38 @@ class SplitConfig(_Section):
 
 
 class SystemConfig(_Section):
-    name: Literal["long_context", "rag", "mem0", "evermemos"]
+    """``name``: a registered memory system (``memtrace-opt systems`` lists them); ``module``: a user
+    module to import first, which registers its system (``pkg.my_memory``)."""
+
+    module: str | None = None  # validated before name: importing it registers the system
+    name: str = Field(min_length=1)
     settings: dict[str, Any] = Field(default_factory=dict)
     prompts: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("module")
+    @classmethod
+    def _importable(cls, module: str | None) -> str | None:
+        from memtrace_opt.errors import ConfigError
+        from memtrace_opt.systems.registry import import_system_module
+
+        if module:
+            try:
+                import_system_module(module)
+            except ConfigError as err:  # a validation error, so the message names the config file and field
+                raise ValueError(err.message) from None
+        return module
+
+    @field_validator("name")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        from memtrace_opt.errors import ConfigError
+        from memtrace_opt.systems.registry import get_system
+
+        try:
+            get_system(name)
+        except ConfigError as err:
+            raise ValueError(err.message) from None
+        return name
 
 
 class EvalConfig(_Section):

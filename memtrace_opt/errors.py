@@ -27,7 +27,7 @@ class ConfigError(MemtraceError):
     def __init__(self, path: str, field: str | None, message: str) -> None:
         where = f"{path}: {field}" if field else path
         super().__init__(f"config error in {where}: {message}")
-        self.path, self.field = path, field
+        self.path, self.field, self.message = path, field, message
 
 
 class DatasetError(MemtraceError):

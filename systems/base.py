@@ -60,11 +60,23 @@ def approx_tokens(text: str) -> int:
 
 class MemorySystem(ABC):
     """A traced memory system. Subclasses set ``name``, ``default_prompts``, ``settings_model`` and
-    implement :meth:`ingest_session` and :meth:`retrieve`."""
+    implement :meth:`ingest_session` and :meth:`retrieve`.
+
+    Answering: by default the shared ``qa.answer`` op (prompt component ``question_answering``,
+    mem0's LoCoMo answer style) answers from :meth:`retrieve`'s context. A system with its own answer
+    prompt registers its own op (``@operation("my.answer", category=QA, prompt="my_answer")``, same
+    inputs ``question`` and ``context``) and names it in ``answer_op``, its text in ``default_prompts``;
+    :meth:`prompts` then lists only that. ``answer_prompt`` changes the shared op's default text
+    without a new op. ``attribution_prior`` says where the system tends to lose information (see
+    :mod:`memtrace_opt.attribution.priors`).
+    """
 
     name: ClassVar[str]
     default_prompts: ClassVar[Mapping[str, str]]
     settings_model: ClassVar[type[SystemSettings]] = SystemSettings
+    answer_op: ClassVar[str] = "qa.answer"
+    answer_prompt: ClassVar[str | None] = None
+    attribution_prior: ClassVar[Any] = None
 
     def __init__(self, tracer: Tracer, settings: Mapping[str, Any] | SystemSettings | None = None) -> None:
         self.tracer = tracer
@@ -97,10 +109,16 @@ class MemorySystem(ABC):
 
     @classmethod
     def prompts(cls) -> dict[str, str]:
-        """The system's default prompt components ``{name: text}``, including the shared QA prompt."""
+        """The system's prompt components ``{name: default text}``: its own, plus the answer op's when that
+        op reads a component the system does not define (the shared ``question_answering``)."""
+        from memtrace_opt.graph.ops import get_spec
         from memtrace_opt.systems.qa import DEFAULT_QA_PROMPT
 
-        return {**cls.default_prompts, QA_PROMPT: DEFAULT_QA_PROMPT}
+        out = dict(cls.default_prompts)
+        component = get_spec(cls.answer_op).prompt
+        if component is not None and component not in out:
+            out[component] = cls.answer_prompt or DEFAULT_QA_PROMPT
+        return out
 
     # -- ingestion ------------------------------------------------------------------------------
     def ingest(self, conversation: Any) -> None:
@@ -129,7 +147,7 @@ class MemorySystem(ABC):
             self.questions[qa.id] = question
             context = self.retrieve(qa, question)
             return self.tracer.call(
-                "qa.answer",
+                self.answer_op,
                 inputs={"question": question, "context": context},
                 params={"question_date": getattr(qa, "question_date", None)},
                 outputs={"answer": New(f"answer:{qa.id}", ANSWER)},

@@ -2,8 +2,10 @@
 
 Systems register themselves with :func:`register_system` when their module is imported; the
 registry imports the known system modules lazily, on the first lookup, so importing memtrace-opt
-never pulls in mem0 or faiss. A third-party system registers by importing its module before the
-lookup.
+never pulls in mem0 or faiss. A third-party system is found three ways: an entry point in the
+group ``memtrace_opt.systems`` (``name = "pkg.module:SystemClass"`` in its ``pyproject.toml``),
+``system: {module: pkg.module, name: ...}`` in a config (:func:`import_system_module`), or by
+importing its module before the lookup.
 
 >>> from memtrace_opt.systems.registry import get_system
 >>> get_system("long_context").name
@@ -18,7 +20,11 @@ from typing import TypeVar
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.systems.base import MemorySystem
 
-__all__ = ["KNOWN_SYSTEMS", "get_system", "register_system", "system_names"]
+__all__ = ["ENTRY_POINT_GROUP", "KNOWN_SYSTEMS", "get_system", "import_system_module", "register_system",
+           "system_names"]
+
+#: The entry-point group third-party packages register their systems under.
+ENTRY_POINT_GROUP = "memtrace_opt.systems"
 
 #: System name -> the module that registers it (imported on first lookup).
 KNOWN_SYSTEMS: dict[str, str] = {
@@ -55,11 +61,43 @@ def _import_known(name: str) -> None:
             raise
 
 
+_ENTRY_POINTS_LOADED = False
+
+
+def _load_entry_points() -> None:
+    """Register the systems installed packages declare in :data:`ENTRY_POINT_GROUP` (once per process)."""
+    global _ENTRY_POINTS_LOADED
+    if _ENTRY_POINTS_LOADED:
+        return
+    _ENTRY_POINTS_LOADED = True
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            cls = ep.load()
+        except Exception as err:  # a broken plugin names itself, it does not take the CLI down silently
+            raise ConfigError(f"entry point {ep.name} = {ep.value}", None,
+                              f"cannot load memory system: {type(err).__name__}: {err}") from None
+        if not (isinstance(cls, type) and issubclass(cls, MemorySystem)):
+            raise ConfigError(f"entry point {ep.name} = {ep.value}", None, "is not a MemorySystem subclass")
+        if getattr(cls, "name", None) not in _REGISTRY:
+            register_system(cls)
+
+
+def import_system_module(module: str) -> None:
+    """Import a user system's module (config ``system.module``), which registers its system."""
+    try:
+        importlib.import_module(module)
+    except ImportError as err:
+        raise ConfigError("config", "system.module", f"cannot import {module!r}: {err}") from None
+
+
 def system_names() -> list[str]:
-    """Names of every available system (known modules that exist, plus any registered by hand)."""
+    """Names of every available system: known modules that exist, entry points, and any registered by hand."""
     for name in KNOWN_SYSTEMS:
         if name not in _REGISTRY:
             _import_known(name)
+    _load_entry_points()
     return sorted(_REGISTRY)
 
 
@@ -67,6 +105,8 @@ def get_system(name: str) -> type[MemorySystem]:
     """The system class registered as ``name``; ConfigError listing the available names otherwise."""
     if name not in _REGISTRY and name in KNOWN_SYSTEMS:
         _import_known(name)
+    if name not in _REGISTRY:
+        _load_entry_points()
     try:
         return _REGISTRY[name]
     except KeyError:

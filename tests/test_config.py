@@ -87,7 +87,7 @@ def test_dump_yaml_round_trips(tmp_path):
         (MINIMAL + "optimiser: {rounds: 2}\n", "optimiser", "Extra inputs are not permitted"),
         (MINIMAL + "models: {task: {temprature: 0.1}}\n", "models.task.temprature", "Extra inputs are not permitted"),
         ("system: {name: mem0}\n", "run_name", "Field required"),
-        ("run_name: x\nsystem: {name: letta}\n", "system.name", "Input should be"),
+        ("run_name: x\nsystem: {name: letta}\n", "system.name", "unknown memory system 'letta'; available: "),
         (MINIMAL + "split: {optimize: [a], heldout: [a]}\n", "split", "'a' is in both optimize and heldout"),
         (MINIMAL + "dataset: {name: longmemeval}\n", "dataset", "longmemeval needs dataset.path"),
         (MINIMAL + "attribution: {max_frontier: -1}\n", "attribution.max_frontier", "greater than 0"),

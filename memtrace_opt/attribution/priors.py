@@ -51,6 +51,19 @@ DEFAULT_PRIOR = SystemPrior("default", _ALL_FORMING, (EXTRACTION, UPDATE),
 
 
 def prior_for(system: str | None) -> SystemPrior:
-    """The prior of ``system`` (by registry name; ``long-context`` and ``long_context`` both work)."""
+    """The prior of ``system`` (by registry name; ``long-context`` and ``long_context`` both work): a built-in
+    one, else the ``attribution_prior`` the system class declares, else the default."""
     key = (system or "").lower().replace("-", "_")
-    return PRIORS.get(key, DEFAULT_PRIOR)
+    if key in PRIORS:
+        return PRIORS[key]
+    if system:
+        from memtrace_opt.errors import ConfigError
+        from memtrace_opt.systems.registry import get_system
+
+        try:
+            declared = get_system(system).attribution_prior
+        except ConfigError:
+            declared = None
+        if isinstance(declared, SystemPrior):
+            return declared
+    return DEFAULT_PRIOR

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -41,9 +42,19 @@ class OpContext:
     resources: Any = None
     session: str | None = None
     lm_results: list[LMResult] = field(default_factory=list)
+    op_name: str | None = None
 
     def chat(self, messages: list[dict[str, str]], *, role: str = "task", **kw: Any) -> LMResult:
-        """Call the run's LM for ``role`` (task, judge, ...) and keep the call's accounting on this op."""
+        """Call the run's LM for ``role`` (task, judge, ...) and keep the call's accounting on this op.
+
+        A task-LM call from an op registered without a prompt component is reported once per op
+        name (a warning, and :data:`UNOPTIMIZABLE_LM_OPS`): its prompt is hard-coded, so no optimizer
+        can ever change it — attribution may blame it, nothing can fix it.
+        """
+        if self.prompt is None and role == "task" and self.op_name and self.op_name not in UNOPTIMIZABLE_LM_OPS:
+            UNOPTIMIZABLE_LM_OPS.add(self.op_name)
+            warnings.warn(f"operation {self.op_name!r} calls an LM but declares no prompt component: "
+                          "its prompt cannot be optimized (register it with prompt=...)", stacklevel=2)
         lm = self.lms.get(role)
         if lm is None:
             raise GraphError(f"operation {self.op_id!r} needs an LM for role {role!r} but the tracer has none")
@@ -53,6 +64,9 @@ class OpContext:
 
 
 OpFn = Callable[[OpContext, dict[str, Any], dict[str, Any]], dict[str, Any]]
+
+#: Names of ops seen calling the task LM without a prompt component (see :meth:`OpContext.chat`).
+UNOPTIMIZABLE_LM_OPS: set[str] = set()
 
 
 @dataclass(frozen=True)

@@ -251,7 +251,8 @@ class Tracer:
             if hit is not None:
                 self.stats.reused += 1
                 return dict(hit[0]), hit[1], hit[2].status, hit[2].error, hit[2].raw, key, True
-        ctx = OpContext(op_id=op_id, lms=self.lms, prompt=prompt_text, resources=self.resources, session=session)
+        ctx = OpContext(op_id=op_id, lms=self.lms, prompt=prompt_text, resources=self.resources, session=session,
+                        op_name=spec.name)
         status, error, raw = "ok", None, None
         try:
             out = spec.fn(ctx, values, params)

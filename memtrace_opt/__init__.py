@@ -10,6 +10,8 @@ The public API, by layer (imports flow downward):
 - systems: :class:`MemorySystem`, :func:`get_system`, :func:`system_names`, :func:`run_conversation`,
   :func:`make_rerun`;
 - attribution: :class:`BlameSignal`;
+- runs: :func:`evaluate`, :func:`attribute`, :func:`optimize`, :func:`compare` (over a config file or
+  a RunConfig; ``lms=`` replaces the configured models; :mod:`memtrace_opt.testing` has a ScriptedLM);
 - prompts: :func:`compose_prompt`, :func:`split_prompt` (the rules and worked examples the optimizer adds);
 - report: :func:`render_report`.
 
@@ -34,6 +36,11 @@ _EXPORTS: dict[str, str] = {
     "bleu1": "memtrace_opt.eval.metrics",
     "bootstrap_ci": "memtrace_opt.eval.metrics",
     "paired_bootstrap": "memtrace_opt.eval.metrics",
+    # the Python API (the CLI is a thin layer over it)
+    "evaluate": "memtrace_opt.api",
+    "attribute": "memtrace_opt.api",
+    "optimize": "memtrace_opt.api",
+    "compare": "memtrace_opt.api",
     # prompt components as instruction + learned rules + worked examples
     "compose_prompt": "memtrace_opt.prompt_parts",
     "split_prompt": "memtrace_opt.prompt_parts",

@@ -36,11 +36,9 @@ def build_lms(cfg: Any, cache_dir: Path) -> tuple[dict[str, Any], dict[str, Any]
 
 def load_conversations(cfg: Any) -> dict[str, Any]:
     """The run's conversations by id (from its dataset config)."""
-    from memtrace_opt.data import load_dataset, select
+    from memtrace_opt.assemble import dataset_slice
 
-    d = cfg.dataset
-    ds = load_dataset(d.name, d.path, audit_path=d.audit_path, include_adversarial=d.include_adversarial)
-    return {c.id: c for c in select(ds, d.conversations, d.max_sessions, d.max_questions).conversations}
+    return {c.id: c for c in dataset_slice(cfg).conversations}
 
 
 def load_run(run_dir: Path) -> tuple[Any, list[Any], dict[str, Any], list[str]]:

@@ -17,70 +17,34 @@ from typing import Annotated, Any, Optional
 import typer
 
 from memtrace_opt.commands.lms import build_run_lms, injected
-from memtrace_opt.errors import ConfigError
+from memtrace_opt.config import RunConfig
 
 __all__ = ["injected", "register", "run_eval"]
 
-def _build_lms(cfg: Any, run_dir: Path) -> tuple[dict[str, Any], Any, dict[str, Any]]:
-    """``(lms by role, usage ledger or None, resources)``."""
-    run = build_run_lms(cfg, run_dir)
-    return run.lms, run.ledger, run.resources
 
-
-def _load_conversations(cfg: Any) -> tuple[Any, ...]:
-    """The dataset slice; with a ``split`` only its conversations (every split id must exist: a typo would
-    otherwise evaluate everything silently), in split order: optimize, validation, heldout."""
-    from memtrace_opt.data import load_dataset, select
-
-    d = cfg.dataset
-    ds = load_dataset(d.name, d.path, audit_path=d.audit_path, include_adversarial=d.include_adversarial)
-    sliced = select(ds, d.conversations, d.max_sessions, d.max_questions)
-    if cfg.split is None:
-        return sliced.conversations
-    known = {c.id: c for c in sliced.conversations}
-    wanted: list[str] = []
-    for role in ("optimize", "validation", "heldout"):
-        ids = getattr(cfg.split, role)
-        missing = [i for i in ids if i not in known]
-        if missing:
-            raise ConfigError("config", f"split.{role}", f"conversations {missing} are not in the selected dataset "
-                              f"(selected: {sorted(known)})")
-        wanted += ids
-    return tuple(known[i] for i in wanted)
-
-
-def run_eval(config: str, *, resume: bool = True, out: str | None = None, dataset_path: str | None = None,
-             progress: bool = True, force: bool = False) -> Any:
-    """Load ``config``, evaluate its system on its dataset slice, write the run dir; the EvaluationRun."""
+def run_eval(config: str | Path | RunConfig, *, resume: bool = True, out: str | None = None,
+             dataset_path: str | None = None, progress: bool = True, force: bool = False) -> Any:
+    """Evaluate ``config``'s system on its dataset slice (its split's conversations when it has one) and
+    write the run dir; the EvaluationRun."""
     from memtrace_opt import run_dir as rd
+    from memtrace_opt.assemble import dataset_slice, prepare_run, split_conversations
     from memtrace_opt.run_lock import run_lock
-    from memtrace_opt.config import load_config
-    from memtrace_opt.systems.registry import get_system
-    from memtrace_opt.systems.runner import evaluate_system, resolve_prompts, resolve_settings
+    from memtrace_opt.systems.runner import evaluate_system
 
-    cfg = load_config(config)
-    if dataset_path is not None:
-        cfg = cfg.model_copy(update={"dataset": cfg.dataset.model_copy(update={"path": str(Path(dataset_path).resolve())})})
-    run_dir = Path(out) if out else cfg.run_dir
-    if run_dir.exists() and not run_dir.is_dir():
-        raise ConfigError(config, "--out" if out else "output_dir/run_name",
-                          f"{run_dir} is a file; the run needs a directory there")
-    system = get_system(cfg.system.name)
-    resolve_settings(system, cfg.system.settings, source=config)  # fail before any model loads
-    resolve_prompts(system, cfg.system.prompts, source=config)
-    conversations = _load_conversations(cfg)  # bad data fails before the run dir is created
+    cfg, source, run_dir = prepare_run(config, out=out, dataset_path=dataset_path)
+    conversations = split_conversations(cfg, dataset_slice(cfg))  # bad data fails before the run dir exists
     with run_lock(run_dir, "eval"):
         if resume:
-            rd.check_same_config(run_dir, cfg, config, "use --no-resume to overwrite it or --out for a new directory",
+            rd.check_same_config(run_dir, cfg, source, "use --no-resume to overwrite it or --out for a new directory",
                                  force=force)
         else:
             rd.clear_results(run_dir)
-        lms, ledger, resources = _build_lms(cfg, run_dir)
+        run = build_run_lms(cfg, run_dir)
         rd.write_config(run_dir, cfg)
         return evaluate_system(
-            cfg.system.name, conversations, lms=lms, run_dir=run_dir, prompts=cfg.system.prompts,
+            cfg.system.name, conversations, lms=run.lms, run_dir=run_dir, prompts=cfg.system.prompts,
             settings=cfg.system.settings, judge=cfg.eval.judge, dataset=cfg.dataset.name, run_id=cfg.run_name,
-            resume=resume, ledger=ledger, resources=resources, progress=progress,
+            resume=resume, ledger=run.ledger, resources=run.resources, progress=progress,
         )
 
 

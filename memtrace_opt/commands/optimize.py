@@ -18,85 +18,28 @@ from typing import Annotated, Any, Optional
 import typer
 
 from memtrace_opt.commands.console import stamped
-from memtrace_opt.commands.lms import build_run_lms, injected
+from memtrace_opt.commands.lms import injected
+from memtrace_opt.config import RunConfig
 from memtrace_opt.errors import ConfigError
 
 __all__ = ["injected", "register", "run_optimize"]
 
-def _build_lms(cfg: Any, run_dir: Path) -> tuple[dict[str, Any], Any, dict[str, Any]]:
-    """``(lms by role, usage ledger or None, resources)``."""
-    run = build_run_lms(cfg, run_dir)
-    return run.lms, run.ledger, run.resources
-
-
-def _load_data(cfg: Any) -> Any:
-    from memtrace_opt.data import load_dataset, select
-    from memtrace_opt.loop.plan import split_dataset
-
-    d = cfg.dataset
-    ds = load_dataset(d.name, d.path, audit_path=d.audit_path, include_adversarial=d.include_adversarial)
-    return split_dataset(select(ds, d.conversations, d.max_sessions, d.max_questions), cfg.split)
-
-
-def _judge(kind: str, lm: Any) -> Any:
-    """The judge MIPROv2's metric uses: the same kind the run's eval.judge op uses."""
-    from memtrace_opt.eval.judge import DeterministicJudge, HybridJudge, LLMJudge
-
-    if kind == "deterministic":
-        return DeterministicJudge()
-    return HybridJudge(LLMJudge(lm)) if kind == "hybrid" else LLMJudge(lm)
-
-
-def build_context(cfg: Any, *, method: str | None, run_dir: Path, tuning_from: str | None) -> tuple[Any, Any]:
-    """``(LoopContext, usage ledger or None)`` for ``cfg``."""
-    from memtrace_opt.loop import LoopContext, LoopPlan
-    from memtrace_opt.loop.blaming import make_attributor
-    from memtrace_opt.optimizers.backend import RunnerBackend
-
-    plan = LoopPlan.from_config(cfg, method=method)
-    data = _load_data(cfg)
-    lms, ledger, resources = _build_lms(cfg, run_dir)
-    backend = RunnerBackend(cfg.system.name, lms={"task": lms["task"], "judge": lms["judge"]},
-                            settings=cfg.system.settings, judge=cfg.eval.judge, resources=resources)
-    judge = _judge(cfg.eval.judge, lms["judge"])
-    ctx = LoopContext(
-        backend=backend, data=data, plan=plan, run_dir=run_dir, reflection_lm=lms["reflection"],
-        attributor=make_attributor(cfg.attribution) if plan.method == "attributed" else None,
-        base_prompts=cfg.system.prompts, settings=cfg.system.settings, task_lm=lms["task"], judge=judge,
-        tuning_from=Path(tuning_from) if tuning_from else None, progress=stamped,
-    )
-    return ctx, ledger
-
-
-def run_optimize(config: str, *, method: str | None = None, resume: bool = False, out: str | None = None,
-                 tuning_from: str | None = None, dataset_path: str | None = None,
+def run_optimize(config: str | Path | RunConfig, *, method: str | None = None, resume: bool = False,
+                 out: str | None = None, tuning_from: str | None = None, dataset_path: str | None = None,
                  cache_dir: str | None = None, force: bool = False) -> tuple[Any, Path]:
-    """Load ``config`` and run (or resume) the loop; returns ``(final LoopState, run dir)``."""
+    """Run (or resume) the loop of ``config``; returns ``(final LoopState, run dir)``."""
     from memtrace_opt import run_dir as rd
-    from memtrace_opt.run_lock import run_lock
-    from memtrace_opt.config import load_config
+    from memtrace_opt.assemble import build_context, prepare_run
     from memtrace_opt.loop import run_loop
-    from memtrace_opt.systems.registry import get_system
-    from memtrace_opt.systems.runner import resolve_prompts, resolve_settings
+    from memtrace_opt.run_lock import run_lock
 
-    cfg = load_config(config)
-    if dataset_path is not None:
-        cfg = cfg.model_copy(update={"dataset": cfg.dataset.model_copy(update={"path": str(Path(dataset_path).resolve())})})
-    if cache_dir is not None:
-        cfg = cfg.model_copy(update={"cache_dir": Path(cache_dir).resolve()})
-    run_dir = Path(out) if out else cfg.run_dir
-    if run_dir.exists() and not run_dir.is_dir():
-        raise ConfigError(config, "--out" if out else "output_dir/run_name",
-                          f"{run_dir} is a file; the run needs a directory there")
-    system = get_system(cfg.system.name)
-    resolve_settings(system, cfg.system.settings, source=config)  # fail before any model loads
-    resolve_prompts(system, cfg.system.prompts, source=config)
+    cfg, source, run_dir = prepare_run(config, out=out, dataset_path=dataset_path, cache_dir=cache_dir)
     if tuning_from is not None and not (Path(tuning_from) / "tuning.json").exists():
         raise ConfigError(tuning_from, None, "no tuning.json here: --tuning-from needs a run dir that tuned settings")
     with run_lock(run_dir, "optimize"):
-        changed = rd.check_same_config(run_dir, cfg, config, "choose another --out for the changed config",
+        changed = rd.check_same_config(run_dir, cfg, source, "choose another --out for the changed config",
                                        force=force) if resume else []
-        ctx, ledger = build_context(cfg, method=method, run_dir=run_dir, tuning_from=tuning_from)
+        ctx, ledger = build_context(cfg, method=method, run_dir=run_dir, tuning_from=tuning_from, progress=stamped)
         if not resume or changed or not (run_dir / rd.CONFIG_FILE).exists():
             rd.write_config(run_dir, cfg)
         state = run_loop(ctx, resume=resume)

@@ -42,10 +42,12 @@ def read_json(path: Path) -> Any:
 
 
 def check_unique_ids(conversations: Any, path: str, field: str) -> None:
-    """Every conversation id is unique (two conversations sharing an id would share one graph file and
-    one results entry); DatasetError naming both positions otherwise."""
+    """Every conversation id is non-empty and unique (two conversations sharing an id would share one graph
+    file and one results entry); DatasetError naming the position(s) otherwise."""
     seen: dict[str, int] = {}
     for i, conv in enumerate(conversations):
+        if not str(conv.id).strip():
+            raise DatasetError(path, f"item {i}.{field}", "empty id")
         if conv.id in seen:
             raise DatasetError(path, f"item {i}.{field}", f"duplicate id {conv.id!r} (also item {seen[conv.id]})")
         seen[conv.id] = i

@@ -13,14 +13,24 @@ import typer
 
 
 def describe_systems() -> list[dict[str, Any]]:
-    """``[{name, prompts: [component names], settings: {name: default}}]``, sorted by name."""
+    """``[{name, module, prompts, settings, answer_op, ops, ops_without_prompt, unoptimizable_lm_ops}]``, by name.
+
+    ``ops`` are the operations registered by the system's module (the shared answer op included when
+    it is the system's); ``ops_without_prompt`` cannot be optimized if they call an LM;
+    ``unoptimizable_lm_ops`` are those this process has seen calling one (see ``OpContext.chat``).
+    """
+    from memtrace_opt.graph.ops import REGISTRY, UNOPTIMIZABLE_LM_OPS
     from memtrace_opt.systems.registry import get_system, system_names
 
     out = []
     for name in system_names():
         cls = get_system(name)
-        out.append({"name": name, "prompts": sorted(cls.prompts()),
-                    "settings": cls.settings_model().model_dump(mode="json")})
+        ops = sorted(n for n, spec in REGISTRY.items()
+                     if spec.fn.__module__.startswith(cls.__module__) or n == cls.answer_op)
+        out.append({"name": name, "module": cls.__module__, "prompts": sorted(cls.prompts()),
+                    "settings": cls.settings_model().model_dump(mode="json"), "answer_op": cls.answer_op,
+                    "ops": ops, "ops_without_prompt": [n for n in ops if REGISTRY[n].prompt is None],
+                    "unoptimizable_lm_ops": sorted(set(ops) & UNOPTIMIZABLE_LM_OPS)})
     return out
 
 

@@ -254,3 +254,25 @@ def test_a_run_records_its_speakers_for_tracing():
                              [{"question": "Ann's cat?", "answer": "Biscuit", "evidence": ["D1:1"]}])
     run = run_conversation("long_context", conv, lms={"task": ScriptedLM([], default="Biscuit"), "judge": judge_lm()})
     assert run.graph.meta["speakers"] == ["Ann", "Bob"]
+
+
+def test_a_trim_that_drops_one_of_two_evidence_facts_is_an_update_error_of_the_trim():
+    """The later fact was already in the unit: the trim replaced nothing, it only lost the earlier fact."""
+    from memtrace_opt.attribution.failures import collect_failures as failures_of
+    from memtrace_opt.systems.runner import run_conversation
+    from tests.scripted_lm import ScriptedLM, judge_lm, make_conversation
+
+    filler = [("Bob", f"Random chatter number {i} about the weather and traffic today.") for i in range(12)]
+    conv = make_conversation(
+        [[("Ann", "My cat Biscuit was born in Porto."), ("Ann", "Biscuit now lives with me in Leeds.")] + filler,
+         [("Bob", "Nice.")]],
+        [{"question": "Where was Ann's cat Biscuit born, and where does it live now?", "answer": "Porto, Leeds",
+          "evidence": ["D1:1", "D1:2"]}])
+    run = run_conversation("long_context", conv, settings={"context_tokens": 260},  # 270 in all: only Porto goes
+                           lms={"task": ScriptedLM([], default="Leeds"), "judge": judge_lm()})
+    context = run.graph.value(run.graph.latest_id("retrieved:c1/q0"))
+    kept = " ".join(r["text"] for r in context)
+    assert "Porto" not in kept and "Leeds" in kept  # the trim dropped exactly one evidence fact
+    [case] = failures_of(run.graph, conv.qa)
+    blame = TracingAttributor(evidence="annotated", embed=None).attribute(run.graph, case)
+    assert blame.error_type == "UpdateError" and run.graph.ops[blame.op_id].name == "long_context.trim"

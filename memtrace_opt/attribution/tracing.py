@@ -262,8 +262,8 @@ class _Stages:
             for prev, cur in zip(chain, chain[1:]):
                 if not self.holds(fact, prev.id) or self.holds(fact, cur.id):
                     continue
-                if not cur.deleted and any(self.holds(f, cur.id) for f in later):
-                    continue  # replaced by a later evidence fact: a legitimate update
+                if not cur.deleted and any(self.holds(f, cur.id) and not self.holds(f, prev.id) for f in later):
+                    continue  # replaced by a later evidence fact this very change brought in: a legitimate update
                 out.append(self._transition(fact, prev, cur))
         return sorted(out, key=lambda c: c.time)
 

@@ -276,3 +276,16 @@ def test_a_trim_that_drops_one_of_two_evidence_facts_is_an_update_error_of_the_t
     [case] = failures_of(run.graph, conv.qa)
     blame = TracingAttributor(evidence="annotated", embed=None).attribute(run.graph, case)
     assert blame.error_type == "UpdateError" and run.graph.ops[blame.op_id].name == "long_context.trim"
+
+
+def test_an_item_that_keeps_the_words_but_changes_the_meaning_no_longer_holds_the_fact():
+    fact = make_fact("message:D3:2", {"speaker": "Ann", "text": "I started pottery classes this month at the studio.",
+                                      "date": "2:10 pm on 5 June, 2023"},
+                     "When did Ann start pottery classes?", "June 2023", speakers=("Ann", "Bob"))
+    judge = TokenJudge()
+    assert judge.holds(fact, "Ann started pottery classes in June 2023 at the studio.").holds  # resolved, same year
+    assert not judge.holds(fact, "Ann started pottery classes back in 2015 at the studio.").holds
+    negated = make_fact("message:D1:1", {"speaker": "Ann", "text": "I adopted a grey tabby cat called Biscuit."},
+                        "Did Ann adopt a cat?", "Yes", speakers=("Ann", "Bob"))
+    assert judge.holds(negated, "Ann adopted a grey tabby cat called Biscuit.").holds
+    assert not judge.holds(negated, "Ann never adopted a grey tabby cat called Biscuit.").holds

@@ -22,7 +22,7 @@ from memtrace_opt.attribution.text import content_tokens, value_items, value_tex
 from memtrace_opt.lm.base import LMClient
 
 __all__ = ["CascadeJudge", "ContentJudge", "Fact", "Holding", "LLMContentJudge", "TokenJudge", "make_fact",
-           "said_by_other", "without_other_speakers"]
+           "meaning_changed", "said_by_other", "without_other_speakers"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,11 @@ class Fact:
     #: ("Melanie: I ran a charity race too") does not carry what this speaker said.
     speaker: str | None = None
     others: tuple[str, ...] = ()
+    #: When the evidence happened (years it names, or its session's year when it speaks relatively:
+    #: "this month") and whether it is negated: an item that keeps the words but moves the event to
+    #: another year, or flips the negation, no longer carries the fact.
+    years: frozenset[str] = frozenset()
+    negated: bool = False
 
 
 def make_fact(var_id: str, value: Any, question: str, gold: str, *, speakers: tuple[str, ...] = ()) -> Fact:
@@ -57,7 +62,34 @@ def make_fact(var_id: str, value: Any, question: str, gold: str, *, speakers: tu
     weights = {t: (2.0 if t in q or t in g else 1.0) for t in msg}
     own = speaker if isinstance(speaker, str) and speaker else None
     others = tuple(s for s in speakers if s and s != own) if own else ()
-    return Fact(var_id, text, question, gold, frozenset(g & msg), weights, content_tokens(" ".join(drop)), own, others)
+    years = set(_YEAR.findall(text))
+    date = value.get("date") if isinstance(value, dict) else None
+    if _RELATIVE.search(text) and isinstance(date, str):
+        years |= set(_YEAR.findall(date))
+    return Fact(var_id, text, question, gold, frozenset(g & msg), weights, content_tokens(" ".join(drop)), own, others,
+                frozenset(years), bool(_NEGATION.search(text)))
+
+
+_YEAR = re.compile(r"\b(1[89]\d\d|20\d\d)\b")
+_RELATIVE = re.compile(r"\b(?:today|yesterday|tonight|tomorrow|this (?:week|month|year|weekend|morning)|last "
+                       r"(?:night|week|weekend|month|year|\w+day)|recently|just|ago|next (?:week|month|year))\b", re.I)
+_NEGATION = re.compile(r"\b(?:not|never|no longer|didn't|don't|doesn't|won't|wasn't|isn't|haven't|hasn't|can't)\b",
+                       re.I)
+
+
+def meaning_changed(fact: Fact, text: str) -> str | None:
+    """Why ``text``, though it may share the evidence's words, says something else (None if it does not):
+    it places the event in a year the evidence rules out, or it flips the evidence's negation while
+    keeping its content. Relative dates resolved to the right year ("yesterday" → "7 May 2023") pass."""
+    shared = content_tokens(text) & set(fact.key_tokens)
+    if len(shared) < 2:
+        return None
+    years = set(_YEAR.findall(text))
+    if fact.years and years and not years & fact.years:
+        return f"moves the event to {sorted(years)} (evidence: {sorted(fact.years)})"
+    if bool(_NEGATION.search(text)) != fact.negated:
+        return "flips the evidence's negation"
+    return None
 
 
 def said_by_other(fact: Fact, line: str) -> bool:
@@ -68,10 +100,10 @@ def said_by_other(fact: Fact, line: str) -> bool:
 
 
 def without_other_speakers(fact: Fact, text: str) -> str:
-    """``text`` without the verbatim lines other speakers said (a chunk keeps its other lines)."""
-    if not fact.others:
-        return text
-    return "\n".join(line for line in text.splitlines() if not said_by_other(fact, line))
+    """``text`` without the lines that cannot carry the fact: verbatim lines of other speakers, and lines
+    that keep its words but change its meaning (:func:`meaning_changed`). A chunk keeps its other lines."""
+    return "\n".join(line for line in text.splitlines()
+                     if not said_by_other(fact, line) and meaning_changed(fact, line) is None)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from memtrace_opt.attribution.blame import MEMORY_ERROR_TYPES, BlameSignal
+from memtrace_opt.attribution.text import content_tokens
 from memtrace_opt.graph import MemoryGraph
 from memtrace_opt.graph.queries import lineage
 from memtrace_opt.systems.base import approx_tokens
@@ -80,10 +81,20 @@ def _render_inputs(graph: MemoryGraph, op_inputs: Mapping[str, Sequence[str]], f
         if role.startswith("_"):
             continue
         values = [graph.variables[v].value for v in ids if v in graph.variables]
-        value = values[0] if len(values) == 1 else values
+        value = _relevant_records(values[0] if len(values) == 1 else values, focus, graph.meta.get("speakers") or ())
         text = _SHOWN_NOTE.sub("", render_value(value, max_chars=INPUT_CHARS, focus=focus))
         out.append((role, f"\n{text}" if "\n" in text else text))
     return tuple(sorted(out, key=lambda kv: (kv[0] == "question", -len(kv[1]))))
+
+
+def _relevant_records(value: Any, focus: str, speakers: Sequence[str] = ()) -> Any:
+    """A record list cut to the records sharing a content word (not a speaker's name) with the question or
+    gold (all of them when none does): unrelated chatter in an example is noise the small model copies."""
+    if not (isinstance(value, list) and value and all(isinstance(r, Mapping) and "text" in r for r in value)):
+        return value
+    wanted = content_tokens(focus, drop=speakers)
+    related = [r for r in value if content_tokens(str(r.get("text", ""))) & wanted]
+    return related or value
 
 
 def _render_output(value: Any) -> str:

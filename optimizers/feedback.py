@@ -63,11 +63,15 @@ def _record_lines(lines: list[str], max_chars: int, focus: str) -> str:
         return text
     words = {w for w in re.findall(r"\w+", focus.lower()) if len(w) > 2}
     ranked = sorted(range(len(lines)), key=lambda i: -len(words & set(re.findall(r"\w+", lines[i].lower()))))
+    budget = max_chars - 40
+    lines = list(lines)
+    if len(lines[ranked[0]]) + 1 > budget:  # the closest line alone is too long: cut it, never drop it
+        lines[ranked[0]] = lines[ranked[0]][: budget - 16] + " ...[truncated]"
     kept: list[int] = []
     used = 0
     for i in ranked:
-        if used + len(lines[i]) + 1 > max_chars - 40:
-            break
+        if used + len(lines[i]) + 1 > budget:
+            continue  # a shorter, less related line may still fit
         kept.append(i)
         used += len(lines[i]) + 1
     shown = "\n".join(lines[i] for i in sorted(kept))

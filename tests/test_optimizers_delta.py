@@ -237,3 +237,22 @@ def test_the_answer_op_puts_learned_rules_and_examples_after_the_memories():
     assert system2 == SEED_QA
     assert user2.startswith(user.split("Question:")[0])  # same memories prefix as the plain prompt
     assert user2.index("Memories:") < user2.index(RULES_HEADER) < user2.index(EXAMPLES_HEADER) < user2.index("Question:")
+
+
+def test_a_long_closest_record_is_cut_not_dropped():
+    """A context whose most relevant record is longer than the excerpt budget still shows that record
+    (an empty context in a demo taught the model to answer without evidence)."""
+    from memtrace_opt.optimizers.feedback import render_value
+
+    records = [{"text": "Bob: hello there"}, {"text": "Ann: my cat Biscuit " + "is lovely and fluffy " * 40},
+               {"text": "Bob: nice weather"}] * 3
+    shown = render_value(records, max_chars=200, focus="What is Ann's cat called? Biscuit")
+    assert "Biscuit" in shown and len(shown) < 320
+
+
+def test_a_demo_shows_only_the_context_lines_about_its_question():
+    traces = traces_with(SEED_QA)
+    pools = mine_unattributed_demos(traces, [QA_PROMPT])
+    cat = next(d for d in pools[QA_PROMPT] if d.output == "Biscuit")
+    context = dict(cat.inputs)["context"]
+    assert "Biscuit" in context and "Bristol" not in context and "nurse" not in context

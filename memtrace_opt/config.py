@@ -168,6 +168,10 @@ class OptimizerConfig(_Section):
     proposer: Literal["delta", "rewrite"] = "delta"
     demo_tokens: Positive = 400
     max_demos: Positive = 4
+    #: GEPA's minibatch gate: ``strict`` (a candidate must beat its parent on the minibatch before the
+    #: validation set sees it) or ``equal`` (a tie also goes on to validation: on a 6-question minibatch
+    #: a tie says little, and the loop still keeps only what improves validation).
+    acceptance: Literal["strict", "equal"] = "strict"
 
 
 class TuningConfig(_Section):

@@ -66,6 +66,7 @@ def run_gepa(
     stoppers: Sequence[Callable[[Any], bool]] = (),
     run_dir: Path | None = None,
     seed: int = 0,
+    accept_ties: bool = False,
 ) -> GepaOutcome:
     """Optimize ``seed_candidate``'s components on ``trainset``, selecting on ``valset``.
 
@@ -95,6 +96,7 @@ def run_gepa(
         display_progress_bar=False,
         seed=seed,
         raise_on_exception=True,
+        acceptance_criterion="improvement_or_equal" if accept_ties else "strict_improvement",
     )
     if proposer.error is not None:
         raise proposer.error

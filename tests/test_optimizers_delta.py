@@ -256,3 +256,22 @@ def test_a_demo_shows_only_the_context_lines_about_its_question():
     cat = next(d for d in pools[QA_PROMPT] if d.output == "Biscuit")
     context = dict(cat.inputs)["context"]
     assert "Biscuit" in context and "Bristol" not in context and "nurse" not in context
+
+
+def test_accepting_ties_sends_a_tied_candidate_on_to_validation(tmp_path):
+    """With acceptance 'equal' a candidate that only ties its parent on the minibatch is still validated."""
+
+    class NoOp(ReflectionLM):  # every rule restates nothing useful: candidates tie the parent
+        def chat(self, messages, **kw):
+            self.components.append("question_answering")
+            from memtrace_opt.lm.base import LMResult
+            return LMResult(text="If the step receives a question, it should answer it.", model=self.model_id)
+
+    strict = run_loop(make_ctx(tmp_path / "strict", "attributed", reflection=NoOp(), rounds=1, max_demos=1,
+                               demo_tokens=1))
+    equal = run_loop(make_ctx(tmp_path / "equal", "attributed", reflection=NoOp(), rounds=1, max_demos=1,
+                              demo_tokens=1, acceptance="equal"))
+    log = lambda p: (p / "rounds" / "round_1" / "gepa" / "gepa_log.txt").read_text()  # noqa: E731
+    assert "is not better than old score" in log(tmp_path / "strict")
+    assert "is not better than old score" not in log(tmp_path / "equal")
+    assert strict.plan["acceptance"] == "strict" and equal.plan["acceptance"] == "equal"

@@ -285,7 +285,7 @@ def _optimize(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter, 
         selector=selector_for(ctx.plan.method, blame.components), proposer=proposer,
         max_metric_calls=_round_budget(ctx, state, meter.total()), minibatch_size=ctx.plan.minibatch_size,
         stoppers=[LLMBudgetStopper(meter, ctx.plan.max_llm_calls)], run_dir=rdir / "gepa",
-        seed=ctx.plan.seed + state.next_round,
+        seed=ctx.plan.seed + state.next_round, accept_ties=ctx.plan.acceptance == "equal",
     )
     info = outcome.to_dict()
     if isinstance(proposer, DeltaProposer):

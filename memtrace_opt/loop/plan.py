@@ -49,10 +49,13 @@ class LoopPlan:
     proposer: str = "delta"
     demo_tokens: int = 400
     max_demos: int = 4
+    acceptance: str = "strict"
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ConfigError("config", "optimizer.method", f"unknown method {self.method!r}; expected one of {METHODS}")
+        if self.acceptance not in ("strict", "equal"):
+            raise ConfigError("config", "optimizer.acceptance", f"expected strict or equal, got {self.acceptance!r}")
         if self.proposer not in ("delta", "rewrite"):
             raise ConfigError("config", "optimizer.proposer", f"expected delta or rewrite, got {self.proposer!r}")
         if self.round_data not in ("rotate", "all"):
@@ -70,7 +73,7 @@ class LoopPlan:
             round_data=getattr(opt, "round_data", "rotate"), seed=cfg.seed,
             tuning_trials=tuning.trials if tuning.enabled else 0, tuning_space=dict(tuning.space),
             proposer=getattr(opt, "proposer", "delta"), demo_tokens=getattr(opt, "demo_tokens", 400),
-            max_demos=getattr(opt, "max_demos", 4),
+            max_demos=getattr(opt, "max_demos", 4), acceptance=getattr(opt, "acceptance", "strict"),
         )
 
     @property
@@ -93,7 +96,8 @@ class LoopPlan:
         return {"method": self.method, "rounds": self.rounds, "targets": self.targets,
                 "round_data": self.round_data, "seed": self.seed, "max_metric_calls": self.max_metric_calls,
                 "max_llm_calls": self.max_llm_calls, "minibatch_size": self.minibatch_size,
-                "proposer": self.proposer, "demo_tokens": self.demo_tokens, "max_demos": self.max_demos}
+                "proposer": self.proposer, "demo_tokens": self.demo_tokens, "max_demos": self.max_demos,
+                "acceptance": self.acceptance}
 
 
 @dataclass(frozen=True)

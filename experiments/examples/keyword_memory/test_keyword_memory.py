@@ -91,3 +91,24 @@ def test_an_installed_entry_point_registers_the_system(tmp_path):
     listed = {s["name"]: s for s in json.loads(out.stdout)}
     assert listed["keyword"]["prompts"] == ["keyword_answer", "keyword_extraction"]
     assert listed["keyword"]["answer_op"] == "keyword.answer" and "keyword.search" in listed["keyword"]["ops_without_prompt"]
+
+    cfg = yaml.safe_load((HERE / "config.yaml").read_text())
+    cfg["system"] = {"name": "keyword", "settings": {"top_k": 4}}  # no module: the entry point finds it
+    cfg["output_dir"] = str(tmp_path / "runs")
+    config = tmp_path / "bare.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    code = ("import sys\n"
+            "from memtrace_opt.cli import main\n"
+            "from memtrace_opt.commands.lms import injected\n"
+            "from keyword_memory.test_keyword_memory import lms\n"
+            "run = sys.argv[2]\n"
+            "with injected(lms()):\n"
+            "    codes = [main(['eval', sys.argv[1], '--quiet']), main(['attribute', run]),\n"
+            "             main(['optimize', sys.argv[1], '--out', run + '-opt'])]\n"
+            "sys.exit(max(codes))\n")
+    run = tmp_path / "runs" / "keyword_memory"
+    done = subprocess.run([sys.executable, "-c", code, str(config), str(run)], capture_output=True, text=True,
+                          env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-1500:]
+    assert (run / "blame.json").exists() and json.loads((tmp_path / "runs" / "keyword_memory-opt" / "final.json")
+                                                        .read_text())["system"] == "keyword"

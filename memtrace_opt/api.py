@@ -28,7 +28,7 @@ __all__ = ["attribute", "compare", "evaluate", "optimize"]
 @contextmanager
 def _models(lms: Mapping[str, Any] | None, resources: Mapping[str, Any] | None) -> Iterator[None]:
     """Run with the given LM clients instead of the configured models (no-op when ``lms`` is None)."""
-    from memtrace_opt.commands.lms import injected
+    from memtrace_opt.lm.run_lms import injected
 
     with injected(lms, resources) if lms is not None else nullcontext():
         yield

@@ -84,7 +84,7 @@ def make_judge(kind: str, lm: Any) -> Any:
 def build_context(cfg: RunConfig, *, method: str | None, run_dir: Path, tuning_from: str | None,
                   progress: Callable[[str], None] | None = None) -> tuple[Any, Any]:
     """``(LoopContext, usage ledger or None)``: everything the closed loop needs, from ``cfg``."""
-    from memtrace_opt.commands.lms import build_run_lms
+    from memtrace_opt.lm.run_lms import build_run_lms
     from memtrace_opt.loop import LoopContext, LoopPlan
     from memtrace_opt.loop.blaming import make_attributor
     from memtrace_opt.loop.plan import split_dataset

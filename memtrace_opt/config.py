@@ -172,6 +172,10 @@ class OptimizerConfig(_Section):
     #: validation set sees it) or ``equal`` (a tie also goes on to validation: on a 6-question minibatch
     #: a tie says little, and the loop still keeps only what improves validation).
     acceptance: Literal["strict", "equal"] = "strict"
+    #: The delta kinds the ``delta`` proposer cycles through, in order: ``demos`` (a worked-example
+    #: set), ``rules`` (one learned rule), ``lines`` (drop the instruction line blamed for the failures).
+    deltas: list[Literal["demos", "rules", "lines"]] = Field(default_factory=lambda: ["demos", "rules", "lines"],
+                                                              min_length=1)
 
 
 class TuningConfig(_Section):

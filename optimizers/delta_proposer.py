@@ -1,15 +1,19 @@
-"""GEPA proposer of small deltas: a new set of worked examples, or one new rule — never a whole rewrite.
+"""GEPA proposer of small deltas: a new set of worked examples, one new rule, or one line fewer —
+never a whole rewrite.
 
 GEPA calls the proposer with the parent candidate and the reflective records of a minibatch; this
-one edits each requested component by one delta, alternating between the two kinds so GEPA's
-minibatch acceptance and Pareto front choose among them:
+one edits each requested component by one delta, cycling through the kinds (``deltas``, in order)
+so GEPA's minibatch acceptance and Pareto front choose among them:
 
 - **demos**: a fresh subset of the component's demo pool (:mod:`.demos`: bootstrapped from correct
   answers, repaired from blamed failures) within the token budget, replacing the parent's examples;
 - **rule**: one SIMBA-style rule proposed from the minibatch's records for this component
-  (:mod:`.rules`), added to the parent's rule list; the parent's examples are kept.
+  (:mod:`.rules`), added to the parent's rule list; the parent's examples are kept;
+- **line**: the instruction line blamed for the minibatch's failures (:mod:`.line_blame`) removed;
+  rules and examples kept. A line already tried against the same instruction is not tried again.
 
-A component with neither a pool nor records is left alone. Every step is logged as a
+A kind that cannot be made (no pool, no record, nothing droppable) passes to the next in the cycle;
+a component with none left is left alone. Every step is logged as a
 :class:`~memtrace_opt.optimizers.proposer.Proposal` (mode ``demos`` or ``rule``), so
 ``optimizer.json`` shows what was tried and why it was or was not used.
 """
@@ -21,19 +25,28 @@ from typing import Any, Mapping, Sequence
 
 from memtrace_opt.lm.base import LMClient
 from memtrace_opt.optimizers.demos import Demo, select_demos
+from memtrace_opt.optimizers.line_blame import blame_line, drop_line
 from memtrace_opt.prompt_parts import PromptParts, split_prompt
 from memtrace_opt.optimizers.proposer import ComponentProposer, Proposal
 from memtrace_opt.optimizers.rules import propose_rules, update_rules
 
-__all__ = ["DeltaProposer"]
+__all__ = ["DELTA_KINDS", "DeltaProposer"]
+
+#: The delta kinds, in the default cycle order.
+DELTA_KINDS = ("demos", "rules", "lines")
 
 
 class DeltaProposer(ComponentProposer):
     """GEPA ``custom_candidate_proposer`` editing prompts by demo-set and rule deltas (see module docstring)."""
 
     def __init__(self, pools: Mapping[str, Sequence[Demo]], lm: LMClient | None, *, budget_tokens: int = 400,
-                 max_demos: int = 4, rule_samples: int = 2, rule_records: int = 2, seed: int = 0) -> None:
+                 max_demos: int = 4, rule_samples: int = 2, rule_records: int = 2, seed: int = 0,
+                 kinds: Sequence[str] = DELTA_KINDS) -> None:
         super().__init__()
+        unknown = [k for k in kinds if k not in DELTA_KINDS]
+        if unknown or not kinds:
+            raise ValueError(f"delta kinds must be a non-empty subset of {DELTA_KINDS}, got {list(kinds)}")
+        self.kinds = tuple(kinds)
         self.pools = {c: list(p) for c, p in pools.items()}
         self.lm = lm
         self.budget_tokens = budget_tokens
@@ -43,20 +56,31 @@ class DeltaProposer(ComponentProposer):
         self.rng = random.Random(seed)
         self.steps = 0
         self.rules_log: list[dict[str, Any]] = []
+        self.lines_log: list[dict[str, Any]] = []
+        self._tried_lines: set[tuple[str, str, str]] = set()
 
     def begin_step(self) -> None:
         self.steps += 1
 
     def propose(self, component: str, current: str, records: Sequence[Mapping[str, Any]]) -> Proposal:
-        """One delta for ``component``: demos on odd steps (or when no rule can be had), a rule on even ones."""
+        """One delta for ``component``: the kind this step's turn in the cycle names, or the next one that can be made."""
         parts = split_prompt(current)
         pool = self.pools.get(component) or []
-        want_rule = self.steps % 2 == 0 and records and self.lm is not None
-        if want_rule or not pool:
-            if records and self.lm is not None:
+        start = (self.steps - 1) % len(self.kinds)
+        declined: list[Proposal] = []
+        for kind in self.kinds[start:] + self.kinds[:start]:
+            if kind == "demos" and pool:
+                return self._demos(component, current, parts, pool, len(records))
+            if kind == "rules" and records and self.lm is not None:
                 return self._rule(component, current, parts, records)
-            return Proposal(component, False, "no demo pool and no record for a rule", "", "", len(records), "rule")
-        return self._demos(component, current, parts, pool, len(records))
+            if kind == "lines" and records:
+                proposal = self._line(component, parts, records)
+                if proposal.accepted:
+                    return proposal
+                declined.append(proposal)
+        if declined:
+            return declined[0]
+        return Proposal(component, False, "no demo pool and no record for a rule", "", "", len(records), "rule")
 
     def _demos(self, component: str, current: str, parts: PromptParts, pool: Sequence[Demo], n: int) -> Proposal:
         chosen = select_demos(pool, budget_tokens=self.budget_tokens, max_demos=self.max_demos, rng=self.rng)
@@ -81,3 +105,17 @@ class DeltaProposer(ComponentProposer):
             return Proposal(component, False, f"no new rule ({'; '.join(reasons)})", "", raw, len(records), "rule")
         new = PromptParts(parts.instruction, update_rules(parts.rules, kept[:1]), parts.examples).render()
         return Proposal(component, True, f"rule added: {kept[0]}", new, raw, len(records), "rule")
+
+    def _line(self, component: str, parts: PromptParts, records: Sequence[Mapping[str, Any]]) -> Proposal:
+        """The instruction without the line blamed for ``records`` (quoted by an output, else named by the LM)."""
+        shuffled = self.rng.sample(list(records), len(records))
+        tried = {text for c, instruction, text in self._tried_lines if c == component and instruction == parts.instruction}
+        blame = blame_line(self.lm, component, parts.instruction, shuffled, skip=tried, max_records=self.rule_records)
+        if blame is None:
+            return Proposal(component, False, "no untried droppable instruction line blamed", "", "", len(records),
+                            "line")
+        self._tried_lines.add((component, parts.instruction, blame.text))
+        self.lines_log.append({"component": component, **blame.to_dict()})
+        new = PromptParts(drop_line(parts.instruction, blame.line), parts.rules, parts.examples).render()
+        return Proposal(component, True, f"line {blame.line} dropped ({blame.how}): {blame.text}", new, blame.raw,
+                        len(records), "line")

@@ -290,6 +290,7 @@ def _optimize(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter, 
     info = outcome.to_dict()
     if isinstance(proposer, DeltaProposer):
         info["rules"] = proposer.rules_log
+        info["lines"] = proposer.lines_log
     return _Outcome(outcome.best_candidate, outcome.best_score, outcome.val_scores, info, "gepa")
 
 
@@ -302,7 +303,7 @@ def _proposer(ctx: LoopContext, state: LoopState, blame: RoundBlame, traces: lis
     pools = {c: p for c, p in load_pools(ctx.run_dir, state.next_round).items() if c in blame.components}
     ctx.say("demo pools: " + (", ".join(f"{c} {len(p)}" for c, p in pools.items()) or "empty"))
     return DeltaProposer(pools, ctx.reflection_lm, budget_tokens=ctx.plan.demo_tokens, max_demos=ctx.plan.max_demos,
-                         seed=ctx.plan.seed + state.next_round)
+                         seed=ctx.plan.seed + state.next_round, kinds=ctx.plan.deltas)
 
 
 def _mipro(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter, train: list[QACase],

@@ -50,6 +50,7 @@ class LoopPlan:
     demo_tokens: int = 400
     max_demos: int = 4
     acceptance: str = "strict"
+    deltas: tuple[str, ...] = ("demos", "rules", "lines")
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -58,6 +59,10 @@ class LoopPlan:
             raise ConfigError("config", "optimizer.acceptance", f"expected strict or equal, got {self.acceptance!r}")
         if self.proposer not in ("delta", "rewrite"):
             raise ConfigError("config", "optimizer.proposer", f"expected delta or rewrite, got {self.proposer!r}")
+        unknown = [d for d in self.deltas if d not in ("demos", "rules", "lines")]
+        if unknown or not self.deltas:
+            raise ConfigError("config", "optimizer.deltas", f"expected a non-empty list of demos, rules, lines; "
+                              f"got {list(self.deltas)}")
         if self.round_data not in ("rotate", "all"):
             raise ConfigError("config", "optimizer.round_data", f"expected rotate or all, got {self.round_data!r}")
 
@@ -74,6 +79,7 @@ class LoopPlan:
             tuning_trials=tuning.trials if tuning.enabled else 0, tuning_space=dict(tuning.space),
             proposer=getattr(opt, "proposer", "delta"), demo_tokens=getattr(opt, "demo_tokens", 400),
             max_demos=getattr(opt, "max_demos", 4), acceptance=getattr(opt, "acceptance", "strict"),
+            deltas=tuple(getattr(opt, "deltas", ("demos", "rules", "lines"))),
         )
 
     @property
@@ -97,7 +103,7 @@ class LoopPlan:
                 "round_data": self.round_data, "seed": self.seed, "max_metric_calls": self.max_metric_calls,
                 "max_llm_calls": self.max_llm_calls, "minibatch_size": self.minibatch_size,
                 "proposer": self.proposer, "demo_tokens": self.demo_tokens, "max_demos": self.max_demos,
-                "acceptance": self.acceptance}
+                "acceptance": self.acceptance, "deltas": list(self.deltas)}
 
 
 @dataclass(frozen=True)

@@ -174,6 +174,9 @@ class OptimizerConfig(_Section):
     acceptance: Literal["strict", "equal"] = "strict"
     #: The delta kinds the ``delta`` proposer cycles through, in order: ``demos`` (a worked-example
     #: set), ``rules`` (one learned rule), ``lines`` (drop the instruction line blamed for the failures).
+    #: Score GEPA's training minibatches by scoped replay: only the ops upstream of the minibatch's
+    #: questions run again under a changed ingestion prompt (validation and held-out: full replay).
+    scoped_replay: bool = True
     deltas: list[Literal["demos", "rules", "lines"]] = Field(default_factory=lambda: ["demos", "rules", "lines"],
                                                               min_length=1)
 

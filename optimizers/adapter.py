@@ -9,6 +9,11 @@ With ``capture_traces`` (GEPA's reflective minibatch) each case's trajectory kee
 in ``attributed`` mode, the blame for a failure, computed by the attributor on that very graph and
 cached per (prompt set, question). ``make_reflective_dataset`` turns trajectories into each
 component's records (:mod:`memtrace_opt.optimizers.feedback`).
+
+With ``scoped_replay``, GEPA's minibatch scores (a batch with no question of ``full_conversations``,
+the validation set) come from scoped replays: only the ops upstream of the batch's questions run
+again (:mod:`memtrace_opt.graph.replay`). Validation, the loop's own runs and the held-out final
+always replay in full. ``scoped_rollouts`` counts the scores made the cheap way.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 from gepa.core.adapter import EvaluationBatch
 
@@ -55,6 +60,8 @@ class MemoryPromptAdapter:
         mode: str = "attributed",
         attributor: Attributor | None = None,
         store: GraphStore | None = None,
+        scoped_replay: bool = False,
+        full_conversations: Collection[str] = (),
     ) -> None:
         if mode not in FEEDBACK_MODES:
             raise ValueError(f"unknown feedback mode {mode!r}; expected one of {FEEDBACK_MODES}")
@@ -67,6 +74,9 @@ class MemoryPromptAdapter:
         self.attributor = attributor
         self.store = store or GraphStore()
         self.rollouts = 0
+        self.scoped_replay = scoped_replay
+        self.full_conversations = frozenset(full_conversations)
+        self.scoped_rollouts = 0
         self._blame: dict[tuple[str, str], BlameSignal | None] = {}
 
     # -- GEPA protocol ----------------------------------------------------------------------------
@@ -74,7 +84,8 @@ class MemoryPromptAdapter:
         self, batch: list[QACase], candidate: dict[str, str], capture_traces: bool = False
     ) -> EvaluationBatch[CaseTrace, dict[str, Any]]:
         """Scores (judge 0/1) of ``batch`` under ``candidate``; trajectories only when asked."""
-        traces = self.run(batch, candidate, blame=capture_traces)
+        scoped = self.scoped_replay and not any(c.conversation_id in self.full_conversations for c in batch)
+        traces = self.run(batch, candidate, blame=capture_traces, scoped=scoped)
         return EvaluationBatch(
             outputs=[t.output() for t in traces],
             scores=[t.score for t in traces],
@@ -97,15 +108,18 @@ class MemoryPromptAdapter:
                               f"the system has {sorted(self.base_prompts)}")
         return {**self.base_prompts, **candidate}
 
-    def run(self, cases: Sequence[QACase], candidate: Mapping[str, str], *, blame: bool = False) -> list[CaseTrace]:
-        """Evaluate ``cases`` under ``candidate``; with ``blame``, attach blame to failures (attributed mode)."""
+    def run(self, cases: Sequence[QACase], candidate: Mapping[str, str], *, blame: bool = False,
+            scoped: bool = False) -> list[CaseTrace]:
+        """Evaluate ``cases`` under ``candidate``; with ``blame``, attach blame to failures (attributed mode);
+        ``scoped``: by scoped replays where a full graph of the conversation answered these questions."""
         prompts = self.full_prompts(candidate)
         by_conv: dict[str, list[QACase]] = defaultdict(list)
         for case in cases:
             by_conv[case.conversation_id].append(case)
-        graphs = {cid: self._graph_for(cid, group, prompts) for cid, group in by_conv.items()}
+        graphs = {cid: self._graph_for(cid, group, prompts, scoped=scoped) for cid, group in by_conv.items()}
         traces = [self._trace(case, graphs[case.conversation_id]) for case in cases]
         self.rollouts += len(cases)
+        self.scoped_rollouts += sum(1 for t in traces if "scoped_to" in t.graph.meta)
         if blame and self.mode == "attributed":
             self._attach_blame(traces, prompts)
         return traces
@@ -124,20 +138,27 @@ class MemoryPromptAdapter:
                               f"{case.conversation_id!r}")
         return qa
 
-    def _graph_for(self, conversation_id: str, cases: Sequence[QACase], prompts: dict[str, str]) -> MemoryGraph:
+    def _graph_for(self, conversation_id: str, cases: Sequence[QACase], prompts: dict[str, str], *,
+                   scoped: bool = False) -> MemoryGraph:
         conv = self.conversations[conversation_id]
         wanted = {c.qa_id for c in cases}
+        served = self.store.serving(conversation_id, prompts, wanted, scoped_ok=scoped)
+        if served is not None:
+            return served.graph
         base = self.store.nearest(conversation_id, prompts, wanted)
-        if base is not None and base.serves(prompts, wanted):
-            return base.graph
         if base is not None and dict(base.prompts) == prompts:
             wanted |= base.qa_ids  # same prompts: re-answering the base's questions is free
+            scoped = False
+        # a cone is known only for questions the base graph answered
+        scoped = scoped and base is not None and wanted <= base.qa_ids
         qas = [q for q in conv.qa if q.id in wanted]
         if base is None:
             graph = self.backend.record(conv, qas, prompts)
+        elif scoped:
+            graph = self.backend.replay(base.graph, conv, qas, prompts, scope=sorted(wanted)).graph
         else:
             graph = self.backend.replay(base.graph, conv, qas, prompts).graph
-        self.store.add(conversation_id, StoredGraph(graph, dict(prompts), frozenset(wanted)))
+        self.store.add(conversation_id, StoredGraph(graph, dict(prompts), frozenset(wanted), scoped=scoped))
         return graph
 
     def _trace(self, case: QACase, graph: MemoryGraph) -> CaseTrace:

@@ -14,7 +14,7 @@ small scripted one. Outcomes are always read back from the graph (``answer:<qa i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Collection, Mapping, Protocol, Sequence
 
 from memtrace_opt.data.model import QA, Conversation
 from memtrace_opt.graph import MemoryGraph, Overrides, ReplayResult, replay
@@ -46,9 +46,11 @@ class SystemBackend(Protocol):
         """A fresh traced run: ingest ``conversation``, answer and judge ``qas`` with ``prompts``."""
 
     def replay(
-        self, graph: MemoryGraph, conversation: Conversation, qas: Sequence[QA], prompts: Mapping[str, str]
+        self, graph: MemoryGraph, conversation: Conversation, qas: Sequence[QA], prompts: Mapping[str, str],
+        *, scope: Collection[str] | None = None,
     ) -> ReplayResult:
-        """Re-run ``graph``'s conversation for ``qas`` with ``prompts``, reusing unchanged ops."""
+        """Re-run ``graph``'s conversation for ``qas`` with ``prompts``, reusing unchanged ops (and, with
+        ``scope``, every op outside those questions' upstream cone: a scoped replay)."""
 
     def with_settings(self, settings: Mapping[str, Any]) -> SystemBackend:
         """The same backend with other system settings (tuning tries several)."""
@@ -116,13 +118,14 @@ class RunnerBackend:
         return run.graph
 
     def replay(
-        self, graph: MemoryGraph, conversation: Conversation, qas: Sequence[QA], prompts: Mapping[str, str]
+        self, graph: MemoryGraph, conversation: Conversation, qas: Sequence[QA], prompts: Mapping[str, str],
+        *, scope: Collection[str] | None = None,
     ) -> ReplayResult:
         from memtrace_opt.systems.runner import make_rerun
 
         rerun = make_rerun(self.system, conversation, list(qas), self.settings, self.judge, resources=self.resources)
         overrides = Overrides(prompts=changed_prompts(graph, prompts))
-        result = replay(graph, rerun, overrides=overrides, lms=self.lms)
+        result = replay(graph, rerun, overrides=overrides, lms=self.lms, scope=scope)
         result.graph.meta["settings"] = dict(self.settings)
         return result
 

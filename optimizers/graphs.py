@@ -7,6 +7,10 @@ the store keeps a few graphs per conversation and hands out the one whose prompt
 the candidate on the most components (ties: the one answering the most requested questions). A
 graph recorded with exactly the candidate's prompts that already answered every requested question
 needs no replay at all.
+
+A *scoped* graph (a minibatch score from a scoped replay, :mod:`memtrace_opt.graph.replay`) serves
+only scoped requests for its own questions, and is never handed out as a replay base: its ops outside
+the scored questions' cone hold outputs of another prompt.
 """
 
 from __future__ import annotations
@@ -26,14 +30,16 @@ class StoredGraph:
     graph: MemoryGraph
     prompts: Mapping[str, str]
     qa_ids: frozenset[str]
+    scoped: bool = False
 
     def agreement(self, prompts: Mapping[str, str]) -> int:
         """How many components have the same text here and in ``prompts``."""
         return sum(1 for name, text in prompts.items() if self.prompts.get(name) == text)
 
-    def serves(self, prompts: Mapping[str, str], qa_ids: Iterable[str]) -> bool:
-        """Whether this graph already holds the answers ``prompts`` would give to ``qa_ids``."""
-        return dict(self.prompts) == dict(prompts) and set(qa_ids) <= self.qa_ids
+    def serves(self, prompts: Mapping[str, str], qa_ids: Iterable[str], *, scoped_ok: bool = False) -> bool:
+        """Whether this graph already holds the answers ``prompts`` would give to ``qa_ids`` (a scoped
+        graph only when ``scoped_ok``)."""
+        return (scoped_ok or not self.scoped) and dict(self.prompts) == dict(prompts) and set(qa_ids) <= self.qa_ids
 
 
 class GraphStore:
@@ -52,9 +58,19 @@ class GraphStore:
     def __contains__(self, conversation_id: str) -> bool:
         return bool(self._graphs.get(conversation_id))
 
+    def serving(self, conversation_id: str, prompts: Mapping[str, str], qa_ids: Iterable[str], *,
+                scoped_ok: bool = False) -> StoredGraph | None:
+        """A stored graph that already answers ``qa_ids`` under ``prompts`` (see :meth:`StoredGraph.serves`)."""
+        wanted = set(qa_ids)
+        for entry in self._graphs.get(conversation_id, ()):
+            if entry.serves(prompts, wanted, scoped_ok=scoped_ok):
+                self._touch(conversation_id, entry)
+                return entry
+        return None
+
     def nearest(self, conversation_id: str, prompts: Mapping[str, str], qa_ids: Iterable[str]) -> StoredGraph | None:
-        """The stored graph to replay ``prompts`` from (None when the conversation was never run)."""
-        entries = self._graphs.get(conversation_id)
+        """The full (unscoped) stored graph to replay ``prompts`` from (None when the conversation was never run)."""
+        entries = [e for e in self._graphs.get(conversation_id, ()) if not e.scoped]
         if not entries:
             return None
         wanted = set(qa_ids)

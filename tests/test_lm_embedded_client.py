@@ -26,6 +26,7 @@ class FakeServer:
 def client(reply) -> EmbeddedLlama:
     lm = EmbeddedLlama.__new__(EmbeddedLlama)  # skip loading: only the mapping is under test
     lm.tier, lm.n_ctx, lm.threads, lm.model_id = "qwen-1.5b", 4096, 2, "embedded/qwen-1.5b@cc324af070c2"
+    lm.speculative = "none"
     lm._call_lock = threading.Lock()
     lm._server = FakeServer(reply)
     return lm

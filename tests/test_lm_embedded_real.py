@@ -65,3 +65,22 @@ def test_local_listener_requires_the_random_api_key(lm):
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(f"{address}/v1/models", timeout=5)
     assert info.value.code == 401
+
+
+def test_ngram_speculation_returns_the_same_text_at_temperature_zero():
+    """Speculation is an execution detail: the copy-heavy reply (a memory list re-emitted with events,
+    as Mem0's update decision writes) must be the same text with and without it."""
+    from memtrace_opt.lm.embedded import EmbeddedLlama
+
+    memories = "\n".join(f'{{"id": "{i}", "text": "User likes hobby number {i} very much"}}' for i in range(8))
+    messages = [{"role": "user", "content": f"Memories:\n{memories}\n\nRepeat every memory above as a JSON list, "
+                 "adding \"event\": \"NONE\" to each. Reply with the JSON only."}]
+    replies = {}
+    for mode in ("none", "ngram_mod"):
+        model = EmbeddedLlama(CFG.model, n_ctx=CFG.n_ctx, speculative=mode)
+        try:
+            replies[mode] = [model.chat(messages, max_tokens=400).text for _ in range(2)]
+        finally:
+            model.close()
+    assert replies["none"][0] == replies["ngram_mod"][0] == replies["ngram_mod"][1]
+    assert "hobby number 7" in replies["none"][0]

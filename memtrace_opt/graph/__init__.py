@@ -26,7 +26,7 @@ from memtrace_opt.graph.queries import (
     question_slice,
     unit_lifetime,
 )
-from memtrace_opt.graph.replay import ReplayResult, changed_answers, replay
+from memtrace_opt.graph.replay import ReplayResult, changed_answers, replay, upstream_cone
 from memtrace_opt.graph.smartcomment import import_smartcomment
 from memtrace_opt.graph.tracer import End, Memo, New, Next, Overrides, TraceStats, Tracer
 from memtrace_opt.graph.validate import problems, validate
@@ -36,5 +36,5 @@ __all__ = [
     "Operation", "Overrides", "PromptRef", "REGISTRY", "ReplayResult", "SessionRecord", "TraceStats", "Tracer",
     "UnitEvent", "Variable", "changed_answers", "flat_op_log", "forward_impact", "import_smartcomment", "lineage",
     "lineage_messages", "list_graphs", "live_units", "load_graph", "load_json", "op_subgraph", "operation", "problems",
-    "question_slice", "replay", "save_graph", "save_json", "split_var_id", "unit_lifetime", "validate", "var_id",
+    "question_slice", "replay", "save_graph", "save_json", "split_var_id", "unit_lifetime", "upstream_cone", "validate", "var_id",
 ]

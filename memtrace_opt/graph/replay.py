@@ -5,15 +5,23 @@ under a tracer that holds a :class:`Memo` of the recorded graph. Every memoizabl
 text, params and input values are unchanged reuses its recorded output (no LM call); everything
 downstream of a change re-executes, and control flow may differ (a changed extraction can add a
 memory unit). Without overrides the replayed graph equals the recorded one and costs zero LM calls.
+
+A *scoped* replay (``scope``: the questions being scored) re-executes only the ops in the upstream
+cone of those questions' recorded answers: an op outside it keeps its recorded output even when its
+prompt changed, because in the recorded run nothing it made reached those answers. That is what
+scoring an ingestion-prompt candidate on a 3-question minibatch should cost. It is an
+approximation — a changed op outside the cone could, once changed, have reached the cone — so a
+scoped graph is marked (``meta["scoped_to"]``) and is never a replay base or a validation score.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 from memtrace_opt.errors import GraphError
 from memtrace_opt.graph.model import ANSWER, MemoryGraph
+from memtrace_opt.graph.queries import ancestors
 from memtrace_opt.graph.tracer import Memo, Overrides, TraceStats, Tracer
 from memtrace_opt.lm.base import LMClient
 
@@ -42,12 +50,14 @@ def replay(
     lm: LMClient | None = None,
     lms: Mapping[str, LMClient] | None = None,
     resources: Any = None,
+    scope: Collection[str] | None = None,
 ) -> ReplayResult:
     """Re-run ``graph``'s run through ``rerun`` with ``overrides`` applied from ``from_op`` on.
 
     ``from_op`` names the first op the overrides are meant to affect; it must exist in ``graph``.
     Ops before it are, by construction, reused from the memo. Prompt overrides are merged over the
-    prompt set recorded in ``graph.meta["prompts"]``.
+    prompt set recorded in ``graph.meta["prompts"]``. ``scope`` (question ids) makes the replay
+    scoped (module docstring); an id with no recorded answer is an error.
     """
     overrides = overrides or Overrides()
     if from_op is not None and from_op not in graph.ops:
@@ -57,9 +67,27 @@ def replay(
             raise GraphError(f"replay: override targets unknown operation {op_id!r}")
     prompts = {**graph.meta.get("prompts", {}), **overrides.prompts}
     meta = {**graph.meta, "prompts": prompts, "replayed_from": graph.meta.get("run_id")}
-    tracer = Tracer(MemoryGraph(meta), lm=lm, lms=lms, prompts=prompts, resources=resources, memo=Memo(graph), overrides=overrides)
+    pinned: set[str] = set()
+    if scope is not None:
+        pinned = set(graph.ops) - upstream_cone(graph, scope)
+        meta["scoped_to"] = sorted(scope)
+    memo = Memo(graph, pinned=pinned)
+    tracer = Tracer(MemoryGraph(meta), lm=lm, lms=lms, prompts=prompts, resources=resources, memo=memo,
+                    overrides=overrides)
     rerun(tracer)
     return ReplayResult(tracer.graph, changed_answers(graph, tracer.graph), tracer.stats)
+
+
+def upstream_cone(graph: MemoryGraph, qa_ids: Collection[str]) -> set[str]:
+    """The ops the recorded answers of ``qa_ids`` depend on, the answer ops included."""
+    cone: set[str] = set()
+    for qa_id in qa_ids:
+        name = f"answer:{qa_id}"
+        if name not in graph.latest:
+            raise GraphError(f"replay scope: question {qa_id!r} has no recorded answer in this graph")
+        var_id = graph.latest_id(name)
+        cone |= ancestors(graph, var_id, kind="operation")
+    return cone
 
 
 def changed_answers(old: MemoryGraph, new: MemoryGraph) -> dict[str, tuple[Any, Any]]:

@@ -20,7 +20,7 @@ import threading
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Collection, Iterator, Mapping, Sequence
 
 from memtrace_opt.errors import GraphError
 from memtrace_opt.graph.model import LMCall, MemoryGraph, Operation, PromptRef, SessionRecord, Variable
@@ -69,10 +69,18 @@ class Overrides:
 
 
 class Memo:
-    """Recorded outputs of memoizable ops, keyed by (op, prompt text, params, input values)."""
+    """Recorded outputs of memoizable ops, keyed by (op, prompt text, params, input values).
 
-    def __init__(self, graph: MemoryGraph | None = None) -> None:
+    ``pinned`` names recorded ops whose outputs a *scoped* replay keeps even under a changed prompt:
+    the ops outside the upstream cone of the questions being scored (see
+    :func:`memtrace_opt.graph.replay.replay`'s ``scope``). They are found by the key their inputs
+    would have under the recorded prompt text (``recorded_prompts``).
+    """
+
+    def __init__(self, graph: MemoryGraph | None = None, *, pinned: Collection[str] = ()) -> None:
         self._entries: dict[str, tuple[dict[str, Any], tuple[LMCall, ...], Operation]] = {}
+        self.pinned = frozenset(pinned)
+        self.recorded_prompts: dict[str, str] = dict(graph.meta.get("prompts", {})) if graph is not None else {}
         if graph is not None:
             for op in graph.ops.values():
                 # Failed ops are memoized too: a replay must reproduce the run, failures included,
@@ -83,6 +91,14 @@ class Memo:
 
     def get(self, key: str) -> tuple[dict[str, Any], tuple[LMCall, ...], Operation] | None:
         return self._entries.get(key)
+
+    def pinned_hit(self, op_name: str, component: str | None, params: Mapping[str, Any],
+                   inputs: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[LMCall, ...], Operation] | None:
+        """The recorded output of a pinned op with these inputs under its recorded prompt, if any."""
+        if not self.pinned or component is None or component not in self.recorded_prompts:
+            return None
+        hit = self._entries.get(memo_key(op_name, self.recorded_prompts[component], params, inputs))
+        return hit if hit is not None and hit[2].id in self.pinned else None
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -114,6 +130,8 @@ class TraceStats:
     overridden: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     lm_calls: int = 0
+    #: ops of a scoped replay that kept their recorded output although their prompt changed
+    pinned: int = 0
 
 
 _current_session: contextvars.ContextVar[str | None] = contextvars.ContextVar("memtrace_session", default=None)
@@ -207,7 +225,7 @@ class Tracer:
         component = prompt or spec.prompt
         prompt_text = self._prompt_text(component, op_id)
         out_values, lm_calls, status, error, raw, key, reused = self._execute(
-            spec, op_id, session, values, params, prompt_text, set(outputs)
+            spec, op_id, session, values, params, prompt_text, set(outputs), component
         )
         forced = self.overrides.op_outputs.get(op_id)
         if forced:
@@ -238,7 +256,7 @@ class Tracer:
             raise GraphError(f"operation {op_id!r} uses prompt component {component!r}, not in the prompt set "
                              f"({sorted(self.prompts)})") from None
 
-    def _execute(self, spec, op_id, session, values, params, prompt_text, roles):
+    def _execute(self, spec, op_id, session, values, params, prompt_text, roles, component=None):
         """Reuse a memoized output, skip a fully overridden op, or run the implementation."""
         # The key serves later replay (recorded) or this run's memo; a disabled tracer without a memo needs neither.
         wanted = spec.memoize and (self.enabled or self.memo is not None)
@@ -251,6 +269,12 @@ class Tracer:
             if hit is not None:
                 self.stats.reused += 1
                 return dict(hit[0]), hit[1], hit[2].status, hit[2].error, hit[2].raw, key, True
+            pinned = self.memo.pinned_hit(spec.name, component, params, values)
+            if pinned is not None:
+                # no memo key: this output was made under another prompt and must never be reused as this one's
+                self.stats.reused += 1
+                self.stats.pinned += 1
+                return dict(pinned[0]), pinned[1], pinned[2].status, pinned[2].error, pinned[2].raw, None, True
         ctx = OpContext(op_id=op_id, lms=self.lms, prompt=prompt_text, resources=self.resources, session=session,
                         op_name=spec.name)
         status, error, raw = "ok", None, None

@@ -27,3 +27,6 @@ class ModelConfig(BaseModel):
     max_tokens: int = Field(512, ge=1, le=32768)
     n_ctx: int = Field(8192, ge=512)
     threads: int | None = Field(None, ge=1)
+    #: Embedded only: llama.cpp n-gram speculative decoding (same text at temperature 0; faster
+    #: where outputs copy text, see ``memtrace-opt bench-lm``). ``none``, ``ngram_mod``, ``ngram_simple``.
+    speculative: Literal["none", "ngram_mod", "ngram_simple"] = "none"

@@ -6,6 +6,14 @@ asks for the same model must share one copy. Why one slot and a call lock: on a 
 request at a time is as fast as batching, and a single slot keeps the previous prompt in its KV
 cache, so the long shared prefix of DSPy/mem0 prompts is not re-processed on every call.
 
+Speculative decoding (``speculative``): llama.cpp drafts tokens from n-grams already seen — in the
+prompt or in earlier replies — and the model verifies a whole draft in one batch. No second model
+is needed, and at temperature 0 only drafts the model would have produced are accepted, so the
+output text is the same. It pays where outputs copy text (Mem0's update decision re-lists every
+memory; extraction quotes turns); elsewhere drafts are rejected and cost a little. ``ngram_mod``
+learns n-grams across calls; ``ngram_simple`` looks up the current prompt (settings measured in
+shared/NOTES.md: n=3, m=16, one hit).
+
 xllamacpp also opens an HTTP listener on 127.0.0.1 (random port). It is protected with a random
 API key generated here and never stored on the Python object, so other local users cannot drive
 the model through it.
@@ -24,17 +32,37 @@ from memtrace_opt.errors import LMError
 from memtrace_opt.lm.base import LMResult
 from memtrace_opt.lm.embedded_model import embedded_model_id, ensure_model
 
-__all__ = ["EmbeddedLlama", "LazyEmbedded", "get_embedded"]
+__all__ = ["SPECULATIVE_MODES", "EmbeddedLlama", "LazyEmbedded", "get_embedded"]
 
 # Host-RAM cache of evicted prompt states (llama.cpp's default is 8 GiB). A few hundred MiB lets
 # two alternating prompts (extract / update) both keep their prefixes without crowding the machine.
 _PROMPT_CACHE_MIB = 512
 
-_registry: dict[tuple[str, int], EmbeddedLlama] = {}
+#: The speculative-decoding modes a config may name (``models.<role>.speculative``).
+SPECULATIVE_MODES = ("none", "ngram_mod", "ngram_simple")
+
+_registry: dict[tuple[str, int, str], EmbeddedLlama] = {}
 _registry_lock = threading.Lock()
 
 
-def _load_server(model_path: Path, *, n_ctx: int, threads: int) -> Any:
+def _speculate(params: Any, mode: str) -> None:
+    """Set llama.cpp's n-gram speculation on ``params`` (``none`` leaves it off)."""
+    import xllamacpp
+
+    if mode not in SPECULATIVE_MODES:
+        raise LMError(f"unknown speculative mode {mode!r}; expected one of {SPECULATIVE_MODES}")
+    if mode == "none":
+        return
+    kinds = xllamacpp.common_speculative_type
+    if mode == "ngram_mod":
+        params.speculative.types = [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_MOD]
+    else:
+        params.speculative.types = [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
+        simple = params.speculative.ngram_simple
+        simple.size_n, simple.size_m, simple.min_hits = 3, 16, 1
+
+
+def _load_server(model_path: Path, *, n_ctx: int, threads: int, speculative: str = "none") -> Any:
     """Start an xllamacpp server for one model; the API key is not kept anywhere in Python."""
     try:
         import xllamacpp
@@ -52,6 +80,7 @@ def _load_server(model_path: Path, *, n_ctx: int, threads: int) -> Any:
     params.ui = False
     params.endpoint_slots = False
     params.verbosity = 0
+    _speculate(params, speculative)
     try:
         return xllamacpp.Server(params)
     except Exception as exc:
@@ -71,19 +100,22 @@ class EmbeddedLlama:
         n_ctx: int = 8192,
         threads: int | None = None,
         cache_dir: Path | None = None,
+        speculative: str = "none",
     ) -> None:
         self.tier = tier
         self.n_ctx = n_ctx
+        self.speculative = speculative
         self.threads = threads or os.cpu_count() or 1
         self.model_id = embedded_model_id(tier)
         self.model_path = ensure_model(tier, cache_dir=cache_dir)
         self._call_lock = threading.Lock()
         started = time.perf_counter()
-        self._server = _load_server(self.model_path, n_ctx=n_ctx, threads=self.threads)
+        self._server = _load_server(self.model_path, n_ctx=n_ctx, threads=self.threads, speculative=speculative)
         self.load_s = time.perf_counter() - started
 
     def __repr__(self) -> str:
-        return f"EmbeddedLlama(model_id={self.model_id!r}, n_ctx={self.n_ctx}, threads={self.threads})"
+        return (f"EmbeddedLlama(model_id={self.model_id!r}, n_ctx={self.n_ctx}, threads={self.threads}, "
+                f"speculative={self.speculative!r})")
 
     def chat(
         self,
@@ -141,8 +173,8 @@ class EmbeddedLlama:
         with self._call_lock:
             self._server = None
         with _registry_lock:
-            if _registry.get((self.tier, self.n_ctx)) is self:
-                del _registry[(self.tier, self.n_ctx)]
+            if _registry.get((self.tier, self.n_ctx, self.speculative)) is self:
+                del _registry[(self.tier, self.n_ctx, self.speculative)]
 
 
 def get_embedded(
@@ -151,16 +183,17 @@ def get_embedded(
     n_ctx: int = 8192,
     threads: int | None = None,
     cache_dir: Path | None = None,
+    speculative: str = "none",
 ) -> EmbeddedLlama:
-    """The process-wide instance for (tier, n_ctx), loaded on first use.
+    """The process-wide instance for (tier, n_ctx, speculative), loaded on first use.
 
     ``threads`` only matters for the call that loads it; later callers share whatever was loaded.
     """
-    key = (tier, n_ctx)
+    key = (tier, n_ctx, speculative)
     with _registry_lock:
         instance = _registry.get(key)
         if instance is None:
-            instance = EmbeddedLlama(tier, n_ctx=n_ctx, threads=threads, cache_dir=cache_dir)
+            instance = EmbeddedLlama(tier, n_ctx=n_ctx, threads=threads, cache_dir=cache_dir, speculative=speculative)
             _registry[key] = instance
         return instance
 
@@ -172,8 +205,9 @@ class LazyEmbedded:
     calls the model; ``model_id`` is known without loading, from the pinned hash.
     """
 
-    def __init__(self, tier: str = "qwen-1.5b", *, n_ctx: int = 8192, threads: int | None = None) -> None:
-        self.tier, self.n_ctx, self.threads = tier, n_ctx, threads
+    def __init__(self, tier: str = "qwen-1.5b", *, n_ctx: int = 8192, threads: int | None = None,
+                 speculative: str = "none") -> None:
+        self.tier, self.n_ctx, self.threads, self.speculative = tier, n_ctx, threads, speculative
         self.model_id = embedded_model_id(tier)
 
     def __repr__(self) -> str:
@@ -188,5 +222,5 @@ class LazyEmbedded:
         json_schema: dict[str, Any] | None = None,
         stop: list[str] | None = None,
     ) -> LMResult:
-        model = get_embedded(self.tier, n_ctx=self.n_ctx, threads=self.threads)
+        model = get_embedded(self.tier, n_ctx=self.n_ctx, threads=self.threads, speculative=self.speculative)
         return model.chat(messages, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema, stop=stop)

@@ -58,7 +58,7 @@ class ConfiguredLM:
 def build_base(cfg: ModelConfig) -> LMClient:
     """The bare model client for ``cfg`` (an embedded model is loaded lazily, on its first call)."""
     if cfg.provider == "embedded":
-        return LazyEmbedded(cfg.model, n_ctx=cfg.n_ctx, threads=cfg.threads)
+        return LazyEmbedded(cfg.model, n_ctx=cfg.n_ctx, threads=cfg.threads, speculative=cfg.speculative)
     if cfg.provider == "litellm":
         return LiteLLMClient(cfg.model, api_base=cfg.api_base, api_key_env=cfg.api_key_env)
     raise LMError(f"unknown model provider {cfg.provider!r}: expected 'embedded' or 'litellm'")

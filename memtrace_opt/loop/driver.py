@@ -92,6 +92,7 @@ def run_loop(ctx: LoopContext, *, resume: bool = False) -> LoopState:
             backend, ctx.data.optimize + ctx.data.validation, base_prompts=_base_prompts(ctx),
             mode=_mode(ctx.plan.method),
             attributor=ctx.attributor, store=GraphStore(per_conversation=6),
+            scoped_replay=ctx.plan.scoped_replay, full_conversations={c.id for c in ctx.data.validation},
         )
         meter.count_rollouts(adapter)
         if state.baseline_val is None:
@@ -288,6 +289,7 @@ def _optimize(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter, 
         seed=ctx.plan.seed + state.next_round, accept_ties=ctx.plan.acceptance == "equal",
     )
     info = outcome.to_dict()
+    info["scoped_rollouts"] = adapter.scoped_rollouts
     if isinstance(proposer, DeltaProposer):
         info["rules"] = proposer.rules_log
         info["lines"] = proposer.lines_log

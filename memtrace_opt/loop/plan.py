@@ -51,6 +51,7 @@ class LoopPlan:
     max_demos: int = 4
     acceptance: str = "strict"
     deltas: tuple[str, ...] = ("demos", "rules", "lines")
+    scoped_replay: bool = True
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -80,6 +81,7 @@ class LoopPlan:
             proposer=getattr(opt, "proposer", "delta"), demo_tokens=getattr(opt, "demo_tokens", 400),
             max_demos=getattr(opt, "max_demos", 4), acceptance=getattr(opt, "acceptance", "strict"),
             deltas=tuple(getattr(opt, "deltas", ("demos", "rules", "lines"))),
+            scoped_replay=getattr(opt, "scoped_replay", True),
         )
 
     @property
@@ -103,7 +105,8 @@ class LoopPlan:
                 "round_data": self.round_data, "seed": self.seed, "max_metric_calls": self.max_metric_calls,
                 "max_llm_calls": self.max_llm_calls, "minibatch_size": self.minibatch_size,
                 "proposer": self.proposer, "demo_tokens": self.demo_tokens, "max_demos": self.max_demos,
-                "acceptance": self.acceptance, "deltas": list(self.deltas)}
+                "acceptance": self.acceptance, "deltas": list(self.deltas),
+                "scoped_replay": self.scoped_replay}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,124 @@
+"""``memtrace-opt bench-lm``: LM throughput of a memory system on the embedded model, measured.
+
+Runs one system on the first sessions of one conversation of the bundled mini dataset (or a
+dataset file), once per speculative-decoding mode, with no disk cache; then scores a changed
+ingestion prompt on a few questions by scoped and by full replay. Prints the figures (``--json``:
+one object, the shape ``experiments/results/bench_lm*.json`` keeps). A benchmark, not a test:
+minutes on two cores; every figure is a ratio against the first mode measured in the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from memtrace_opt.commands.console import stamped as _say
+from memtrace_opt.errors import ConfigError
+
+__all__ = ["register", "run_bench_lm"]
+
+#: The sentence appended to the changed ingestion prompt (a realistic one-rule delta).
+CHANGED_RULE = "\n\nRules learned from past mistakes:\n- If the step receives a date, it should keep the date in the fact."
+
+
+def _conversation(dataset: Optional[Path], conversation: Optional[str], sessions: int) -> tuple[Any, int]:
+    """The conversation cut to its first ``sessions`` sessions (questions answerable in them), and its turns."""
+    from memtrace_opt.data import load_dataset
+    from memtrace_opt.data.mini import load_mini
+    from memtrace_opt.data.slicing import select
+
+    data = load_mini() if dataset is None else load_dataset("locomo", path=dataset)
+    ids = [conversation] if conversation else [data.conversations[0].id]
+    conv = select(data, ids, max_sessions=sessions).conversations[0]
+    return conv, sum(len(s.turns) for s in conv.sessions)
+
+
+def run_bench_lm(*, system: str = "mem0", modes: tuple[str, ...] = ("none", "ngram_mod"), sessions: int = 1,
+                 questions: int = 3, dataset: Optional[Path] = None, conversation: Optional[str] = None,
+                 model: str = "qwen-1.5b", threads: Optional[int] = None) -> dict[str, Any]:
+    """Both measurements on the embedded model; the JSON-ready result (see the module docstring)."""
+    from memtrace_opt.lm.embedded import SPECULATIVE_MODES, EmbeddedLlama
+    from memtrace_opt.lm_bench import measure_scoped_replay, measure_speculation
+    from memtrace_opt.systems.registry import get_system
+
+    bad = [m for m in modes if m not in SPECULATIVE_MODES]
+    if bad or not modes:
+        raise ConfigError("--modes", None, f"unknown mode {bad[0] if bad else ''!r}; choose from {SPECULATIVE_MODES}")
+    conv, turns = _conversation(dataset, conversation, sessions)
+    qas = list(conv.scored_qa()[:questions])
+    if not qas:
+        raise ConfigError("--sessions", None, f"no scored question of {conv.id} has its evidence in the first "
+                          f"{sessions} session(s); ingest more sessions")
+    loaded: dict[str, EmbeddedLlama] = {}
+
+    def make_lm(mode: str) -> EmbeddedLlama:
+        for other in list(loaded.values()):
+            other.close()  # one model in memory at a time, each timed alone
+        loaded.clear()
+        loaded[mode] = EmbeddedLlama(model, threads=threads, speculative=mode)
+        return loaded[mode]
+
+    _say(f"bench-lm: {system} on {conv.id}, {sessions} session(s) = {turns} turns, {len(qas)} question(s); "
+         f"modes {', '.join(modes)}")
+    spec = measure_speculation(system, conv, qas, make_lm, modes, turns=turns)
+    graph = spec.pop("graph")
+    prompts = get_system(system).prompts()
+    ingestion = [c for c in prompts if c != "question_answering"]
+    result: dict[str, Any] = {
+        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
+                    "load_average_1m": round(os.getloadavg()[0], 2)},
+        "model": model, "speculation": spec,
+    }
+    for mode, row in spec["modes"].items():
+        result[f"{system}.speedup_per_turn.{mode}"] = row["speedup_per_turn"]
+    if ingestion:
+        lm = make_lm(modes[0])
+        changed = {ingestion[0]: prompts[ingestion[0]] + CHANGED_RULE}
+        _say(f"bench-lm: scoring a changed {ingestion[0]} prompt on {len(qas)} question(s), scoped then full replay")
+        scoped = measure_scoped_replay(system, conv, graph, qas, changed, lm)
+        result["scoped_replay"] = scoped
+        result["scoped_replay.ratio_to_full"] = scoped["ratio_lm_calls"]
+    for lm in loaded.values():
+        lm.close()
+    return result
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``bench-lm`` to the CLI."""
+
+    @app.command("bench-lm")
+    def bench_lm(
+        system: Annotated[str, typer.Option(help="Memory system to run.")] = "mem0",
+        modes: Annotated[str, typer.Option(help="Speculative modes, comma-separated; the first is the baseline.")]
+        = "none,ngram_mod",
+        sessions: Annotated[int, typer.Option(min=1, help="Sessions of the conversation to ingest.")] = 1,
+        questions: Annotated[int, typer.Option(min=1, help="Questions scored (the replay minibatch).")] = 3,
+        dataset: Annotated[Optional[Path], typer.Option(help="A LoCoMo-format file (default: the bundled mini set).")]
+        = None,
+        conversation: Annotated[Optional[str], typer.Option(help="Conversation id (default: the first).")] = None,
+        threads: Annotated[Optional[int], typer.Option(min=1, help="Model threads (default: all cores).")] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    ) -> None:
+        """Measure speculative decoding and scoped replay on the embedded model (minutes on 2 cores)."""
+        result = run_bench_lm(system=system, modes=tuple(m.strip() for m in modes.split(",") if m.strip()),
+                              sessions=sessions, questions=questions, dataset=dataset, conversation=conversation,
+                              threads=threads)
+        if as_json:
+            typer.echo(json.dumps(result))
+            return
+        for mode, row in result["speculation"]["modes"].items():
+            typer.echo(f"{mode}: {row['seconds_per_turn']} s/turn (x{row['speedup_per_turn']}), identical outputs: "
+                       f"{row['identical_outputs']}")
+            for name, stats in row["ops"].items():
+                typer.echo(f"  {name}: {stats['calls']} calls, {stats['lm_s']} s, {stats['tok_s_overall']} tok/s, "
+                           f"x{stats['speedup']}")
+        scoped = result.get("scoped_replay")
+        if scoped:
+            typer.echo(f"scoped replay: {scoped['scoped']['lm_calls']} vs {scoped['full']['lm_calls']} LM calls "
+                       f"(ratio {scoped['ratio_lm_calls']}), {scoped['scoped']['seconds']} vs "
+                       f"{scoped['full']['seconds']} s, same answers: {scoped['same_answers']}")

@@ -1,0 +1,113 @@
+"""What the LM work of a memory system costs, and what speculation and scoped replay save — measured.
+
+Two measurements, each a ratio against the current configuration taken in the same run:
+
+- :func:`measure_speculation`: one traced system run per speculative-decoding mode (the first is
+  the baseline), with seconds per ingested turn, LM seconds and generation tokens/s per op kind,
+  and whether every op output is identical to the baseline's (speculation must not change text at
+  temperature 0).
+- :func:`measure_scoped_replay`: a changed ingestion prompt scored on a few questions by full
+  replay and by scoped replay (:mod:`memtrace_opt.graph.replay`): LM calls, executed ops, seconds,
+  and whether the scored answers agree.
+
+The LM comes from a factory, so tests run both on scripted models; ``memtrace-opt bench-lm`` runs
+them on the embedded model without a disk cache (a cache would time the cache).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any, Callable, Mapping, Sequence
+
+from memtrace_opt.graph import MemoryGraph, Overrides, replay
+from memtrace_opt.lm.base import LMClient
+
+__all__ = ["differing_outputs", "measure_scoped_replay", "measure_speculation", "op_kind_stats"]
+
+
+def op_kind_stats(graph: MemoryGraph) -> dict[str, dict[str, float]]:
+    """Per op name: LM calls, prompt and completion tokens, LM seconds and generation tokens/s."""
+    out: dict[str, dict[str, float]] = defaultdict(lambda: {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                                             "lm_s": 0.0})
+    for op in graph.ops.values():
+        for call in op.lm_calls:
+            row = out[op.name]
+            row["calls"] += 1
+            row["prompt_tokens"] += call.prompt_tokens
+            row["completion_tokens"] += call.completion_tokens
+            row["lm_s"] += call.latency_s
+    for row in out.values():
+        row["lm_s"] = round(row["lm_s"], 3)
+        row["tok_s_overall"] = round(row["completion_tokens"] / row["lm_s"], 2) if row["lm_s"] else 0.0
+    return dict(out)
+
+
+def _ingest_lm_seconds(graph: MemoryGraph) -> float:
+    ingest = {s.id for s in graph.sessions.values() if s.kind == "ingest"}
+    return sum(c.latency_s for op in graph.ops.values() if op.session in ingest for c in op.lm_calls)
+
+
+def differing_outputs(a: MemoryGraph, b: MemoryGraph) -> list[str]:
+    """Op ids whose output values differ between two runs of the same input (or that only one has)."""
+    def outputs(g: MemoryGraph) -> dict[str, Any]:
+        return {op.id: {role: g.variables[vid].value for role, vid in op.outputs.items()} for op in g.ops.values()}
+
+    left, right = outputs(a), outputs(b)
+    return sorted(k for k in left.keys() | right.keys() if left.get(k) != right.get(k))
+
+
+def measure_speculation(system: str, conversation: Any, qas: Sequence[Any], make_lm: Callable[[str], LMClient],
+                        modes: Sequence[str], *, turns: int) -> dict[str, Any]:
+    """One run per mode; the first mode is the baseline every ratio is taken against."""
+    from memtrace_opt.systems.runner import run_conversation
+
+    rows: dict[str, Any] = {}
+    graphs: dict[str, MemoryGraph] = {}
+    for mode in modes:
+        lm = make_lm(mode)
+        started = time.perf_counter()
+        run = run_conversation(system, conversation, list(qas), lms={"task": lm}, judge="deterministic")
+        wall = time.perf_counter() - started
+        graphs[mode] = run.graph
+        ingest_s = _ingest_lm_seconds(run.graph)
+        rows[mode] = {"wall_s": round(wall, 2), "ingest_lm_s": round(ingest_s, 2),
+                      "seconds_per_turn": round(ingest_s / max(1, turns), 3), "ops": op_kind_stats(run.graph)}
+    base = modes[0]
+    for mode in modes:
+        diffs = differing_outputs(graphs[base], graphs[mode])
+        row = rows[mode]
+        row["identical_outputs"] = not diffs
+        row["differing_ops"] = diffs[:10]
+        row["speedup_per_turn"] = (round(rows[base]["seconds_per_turn"] / row["seconds_per_turn"], 3)
+                                   if row["seconds_per_turn"] else None)
+        for name, stats in row["ops"].items():
+            before = rows[base]["ops"].get(name, {}).get("lm_s", 0.0)
+            stats["speedup"] = round(before / stats["lm_s"], 3) if stats["lm_s"] else None
+    return {"system": system, "turns": turns, "questions": len(qas), "baseline": base, "modes": rows,
+            "graph": graphs[base]}
+
+
+def measure_scoped_replay(system: str, conversation: Any, graph: MemoryGraph, qas: Sequence[Any],
+                          changed: Mapping[str, str], lm: LMClient) -> dict[str, Any]:
+    """Score ``changed`` prompts on ``qas`` by scoped replay, then by full replay, from ``graph``."""
+    from memtrace_opt.systems.runner import make_rerun
+
+    rerun = make_rerun(system, conversation, list(qas), graph.meta.get("settings"), "deterministic")
+    rows: dict[str, Any] = {}
+    answers: dict[str, dict[str, Any]] = {}
+    for label, scope in (("scoped", [q.id for q in qas]), ("full", None)):
+        started = time.perf_counter()
+        result = replay(graph, rerun, overrides=Overrides(prompts=dict(changed)), lms={"task": lm}, scope=scope)
+        seconds = time.perf_counter() - started
+        rows[label] = {"lm_calls": result.stats.lm_calls, "executed_ops": len(result.stats.executed),
+                       "kept_out_of_scope": result.stats.pinned, "seconds": round(seconds, 2)}
+        g = result.graph
+        answers[label] = {q.id: g.value(g.latest_id(f"answer:{q.id}")) for q in qas}
+    full, scoped = rows["full"], rows["scoped"]
+    return {
+        "questions": [q.id for q in qas], "changed_prompts": sorted(changed), **rows,
+        "ratio_lm_calls": round(scoped["lm_calls"] / full["lm_calls"], 3) if full["lm_calls"] else None,
+        "ratio_seconds": round(scoped["seconds"] / full["seconds"], 3) if full["seconds"] else None,
+        "same_answers": answers["scoped"] == answers["full"],
+    }

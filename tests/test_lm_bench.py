@@ -1,0 +1,43 @@
+"""bench-lm's measurements on scripted models: speculation must keep outputs; scoped replay must cost less."""
+
+from __future__ import annotations
+
+from memtrace_opt.lm_bench import measure_scoped_replay, measure_speculation
+from tests.test_loop_fixtures import PROMPTS, TaskLM, conversations
+from tests.test_scoped_replay import SYSTEM, recorded
+
+
+class DriftingTaskLM(TaskLM):
+    """The task LM with one changed habit: extraction upper-cases its fact (a speculation bug would look so)."""
+
+    def chat(self, messages, **kw):
+        result = super().chat(messages, **kw)
+        if messages[-1]["content"].startswith("Message: "):
+            return type(result)(text=result.text.upper(), model=result.model, prompt_tokens=result.prompt_tokens,
+                                completion_tokens=result.completion_tokens)
+        return result
+
+
+def test_speculation_rows_compare_every_mode_with_the_first():
+    convs = conversations()
+    conv = convs[0]
+    makers = {"none": lambda: TaskLM(convs), "ngram_mod": lambda: TaskLM(convs), "ngram_simple": lambda: DriftingTaskLM(convs)}
+    result = measure_speculation(SYSTEM, conv, list(conv.qa), lambda mode: makers[mode](),
+                                 ["none", "ngram_mod", "ngram_simple"], turns=4)
+    rows = result["modes"]
+    assert rows["none"]["identical_outputs"] and rows["ngram_mod"]["identical_outputs"]
+    assert not rows["ngram_simple"]["identical_outputs"]
+    assert any("looptest.extract" in op for op in rows["ngram_simple"]["differing_ops"])
+    assert rows["none"]["ops"]["looptest.extract"]["calls"] == 4
+    assert result["graph"].meta["system"] == SYSTEM
+
+
+def test_scoped_replay_measurement_costs_less_and_agrees_with_full_replay():
+    task = TaskLM(conversations())
+    _, conv, graph = recorded(task)
+    qa = next(q for q in conv.qa if "cat" in q.question)
+    changed = {"fact_extraction": PROMPTS["fact_extraction"] + " Keep names."}
+    result = measure_scoped_replay(SYSTEM, conv, graph, [qa], changed, task)
+    assert result["scoped"]["lm_calls"] < result["full"]["lm_calls"]
+    assert result["ratio_lm_calls"] < 0.5 and result["same_answers"] is True
+    assert result["scoped"]["kept_out_of_scope"] == 3 and result["full"]["kept_out_of_scope"] == 0

@@ -53,11 +53,40 @@ def test_fix_of_the_blamed_op_rescues_the_injected_case(injected, error_type):
     assert "score 1" in blame.reason
 
 
-def test_response_error_has_no_counterfactual(injected):
+def test_response_error_has_no_counterfactual_fix_but_the_arbiter_confirms_it(injected):
     inj, ic = injected["ResponseError"]
     blame = attributor(inj.overrides).attribute(ic.graph, ic.case)
     assert blame.error_type == "ResponseError" and blame.counterfactual_rescued is None
-    assert blame.cost.replays == 0 and "no counterfactual fix" in blame.reason
+    assert "no counterfactual fix" in blame.reason
+    # the one replay is the arbiter's: the raw evidence in the context does not rescue a wrong answer op
+    assert blame.cost.replays == 1 and "stays wrong with the raw evidence" in blame.reason
+
+
+GREY_QA = [{"id": "g1", "question": "Where does Tom live?", "answer": "Leeds canal", "evidence": ["D1:2"]}]
+#: Extraction keeps half of the evidence ("canal", not "Leeds"): a grey-zone partial match downstream.
+PARTIAL = Overrides(op_outputs={"ingest:s1/tt.extract#1": {
+    "facts": [{"text": "Tom: I live near the canal.", "topic": "Tom:home"}]}})
+
+
+def test_the_arbiter_sends_a_grey_zone_response_error_upstream_to_the_op_that_lost_the_evidence():
+    from memtrace_opt.graph import MemoryGraph, Tracer
+    from tests.test_attribution_system import PROMPTS, SPEAKERS, ScriptLM, run_tt
+
+    tracer = Tracer(MemoryGraph({"prompts": PROMPTS, "system": "mem0", "conversation": "c1",
+                                 "speakers": list(SPEAKERS)}),
+                    lms={"task": ScriptLM(), "judge": ScriptLM()}, prompts=PROMPTS, overrides=PARTIAL)
+    run_tt(tracer, qas=GREY_QA)
+    graph = tracer.graph
+    [case] = collect_failures(graph)
+    plain = TracingAttributor(embed=None).attribute(graph, case)
+    assert plain.error_type == "ResponseError"  # the grey zone counted as held
+    cf = CounterfactualAttributor(TracingAttributor(embed=None), rerun_tt(qas=GREY_QA), lms(), base=PARTIAL)
+    blame = cf.attribute(graph, case)
+    assert (blame.error_type, blame.op_id) == ("ExtractionError", "ingest:s1/tt.extract#1")
+    assert blame.counterfactual_rescued is True and "did not hold it" in blame.reason
+    off = CounterfactualAttributor(TracingAttributor(embed=None), rerun_tt(qas=GREY_QA), lms(), base=PARTIAL,
+                                   arbitrate=False).attribute(graph, case)
+    assert off.error_type == "ResponseError"
 
 
 def test_real_deletion_is_rescued_by_keeping_the_unit(recorded):

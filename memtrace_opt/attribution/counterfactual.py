@@ -9,6 +9,13 @@ meaningful fix short of handing the model the gold answer: it is recorded as not
 
 Replay re-runs only what the override changes, including the judge, so "rescued" means the re-judged
 score is 1. Among candidates (earliest first), the earliest whose fix rescues is chosen.
+
+**The grey-zone arbiter.** Tracing blames the answer op when the content test finds the evidence in
+the retrieved context — but a context holding half of the evidence's words may not carry its meaning.
+Before a ResponseError stands, the raw evidence messages are put into the context and the answer is
+replayed. If that rescues it, the context did not really hold the evidence: tracing runs again with a
+strict content test (the grey zone counts as *not* held) and its earliest upstream memory fault
+becomes the first candidate to verify. If the answer stays wrong, the ResponseError is confirmed.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from memtrace_opt.attribution.blame import BlameSignal
+from memtrace_opt.attribution.content import ContentJudge, TokenJudge
 from memtrace_opt.attribution.cost import CostMeter
 from memtrace_opt.attribution.failures import FailureCase, judgement_score
 from memtrace_opt.attribution.tracing import Candidate, TracingAttributor, blame_from
@@ -29,7 +37,8 @@ from memtrace_opt.graph.replay import Rerun
 from memtrace_opt.lm.base import LMClient
 from memtrace_opt.lm.budget import with_call_budget
 
-__all__ = ["CounterfactualAttributor", "Verdict", "add_record", "build_fix", "inject_text", "merge_overrides", "verify"]
+__all__ = ["CounterfactualAttributor", "Verdict", "add_record", "build_fix", "evidence_fix", "inject_text",
+           "merge_overrides", "strict_judge", "verify"]
 
 
 @dataclass(frozen=True)
@@ -114,6 +123,35 @@ def build_fix(graph: MemoryGraph, case: FailureCase, cand: Candidate) -> tuple[O
     return None
 
 
+def evidence_fix(graph: MemoryGraph, case: FailureCase, message_ids: list[str]) -> tuple[Overrides, str] | None:
+    """Overrides putting the raw evidence messages (date, speaker, text) first in the answer's retrieved
+    context, and the op they start from; None when the run has no retrieved context to extend."""
+    target = graph.producer.get(case.retrieved_var or "")
+    if target is None:
+        return None
+    role, vid = _content_output(graph, target)
+    if role is None:
+        return None
+    value = graph.value(vid)
+    for mid in reversed(message_ids):
+        value = add_record(value, _message_line(graph.value(mid)))
+    return Overrides(op_outputs={target: {role: value}}), target
+
+
+def _message_line(value: Any) -> str:
+    if not isinstance(value, dict):
+        return str(value)
+    date = value.get("date") or value.get("date_time")
+    line = f"{value.get('speaker', '')}: {value.get('text', '')}".strip(": ")
+    return f"[{date}] {line}" if date else line
+
+
+def strict_judge(judge: ContentJudge) -> TokenJudge:
+    """The token test that holds only where it is sure (its grey zone counts as not held)."""
+    base = judge if isinstance(judge, TokenJudge) else TokenJudge()
+    return replace(base, miss_below=base.hold_at, decide=True)
+
+
 def _content_output(graph: MemoryGraph, op_id: str) -> tuple[str | None, str | None]:
     """The output role of ``op_id`` holding content (a list, text or record), preferring retrieved contexts."""
     op = graph.ops[op_id]
@@ -175,6 +213,12 @@ def verify(graph: MemoryGraph, case: FailureCase, cand: Candidate, rerun: Rerun,
     fix = build_fix(graph, case, cand)
     if fix is None:
         return Verdict(cand, False, None, note=f"no counterfactual fix for {cand.error_type}")
+    return replay_fix(graph, case, cand, fix, rerun, lms, base=base)
+
+
+def replay_fix(graph: MemoryGraph, case: FailureCase, cand: Candidate, fix: tuple[Overrides, str], rerun: Rerun,
+               lms: Mapping[str, LMClient], *, base: Overrides | None = None) -> Verdict:
+    """Replay ``graph`` with ``fix`` (overrides, start op) and re-judge ``case``'s answer."""
     overrides, start = fix
     if base is not None and not base.is_empty():
         overrides = merge_overrides(base, overrides)
@@ -208,26 +252,62 @@ class CounterfactualAttributor:
     max_replay_calls: int | None = None  # a fix whose replay needs more LM calls gets no verdict
     #: ``(case id, why)`` of every verification whose replay raised: reported by the caller, never dropped.
     verification_failures: list[tuple[str, str]] = field(default_factory=list)
+    #: Replay a ResponseError with the raw evidence in the context before it stands (module docstring).
+    arbitrate: bool = True
 
     def attribute(self, graph: MemoryGraph, case: FailureCase) -> BlameSignal:
         meter = CostMeter(self.tracing.meters).start()
         result = self.tracing.trace(graph, case)
+        candidates, arbiter = result.candidates, ""
+        if self.arbitrate and candidates[0].error_type == "ResponseError" and result.evidence_source not in (
+                "audit", "judge", "abstention") and result.facts:
+            candidates, arbiter = self._arbitrate(graph, case, result.facts, candidates, meter)
         verdicts = []
-        for cand in result.candidates[: self.max_candidates]:
-            verdict = verify(graph, case, cand, self.rerun, with_call_budget(self.lms, self.max_replay_calls),
-                             base=self.base)
-            if verdict.applicable:
-                meter.add_replay(verdict.lm_calls, verdict.prompt_tokens, verdict.completion_tokens)
-            if verdict.failed:
-                self.verification_failures.append((case.case_id, f"{cand.error_type}@{cand.op_id}: {verdict.note}"))
+        for cand in candidates[: self.max_candidates]:
+            verdict = self._verify(graph, case, cand, build_fix(graph, case, cand), meter)
             verdicts.append(verdict)
             if verdict.rescued:
                 break
-        chosen, rescued, confidence = _choose(result.candidates, verdicts)
-        notes = "; ".join(f"{v.candidate.error_type}@{v.candidate.op_id}: {v.note}" for v in verdicts)
+        chosen, rescued, confidence = _choose(candidates, verdicts)
+        notes = "; ".join([arbiter] * bool(arbiter) + [f"{v.candidate.error_type}@{v.candidate.op_id}: {v.note}"
+                                                         for v in verdicts])
         signal = blame_from(graph, case, chosen, method=self.name, evidence=tuple(result.facts),
                             confidence=confidence, counterfactual_rescued=rescued, cost=meter.cost())
         return replace(signal, reason=f"{signal.reason} [counterfactual: {notes}]" if notes else signal.reason)
+
+    def _verify(self, graph: MemoryGraph, case: FailureCase, cand: Candidate,
+                fix: tuple[Overrides, str] | None, meter: CostMeter) -> Verdict:
+        """One replay under the call budget, counted in the case's cost; a failed replay is recorded."""
+        if fix is None:
+            return Verdict(cand, False, None, note=f"no counterfactual fix for {cand.error_type}")
+        verdict = replay_fix(graph, case, cand, fix, self.rerun, with_call_budget(self.lms, self.max_replay_calls),
+                             base=self.base)
+        meter.add_replay(verdict.lm_calls, verdict.prompt_tokens, verdict.completion_tokens)
+        if verdict.failed:
+            self.verification_failures.append((case.case_id, f"{cand.error_type}@{cand.op_id}: {verdict.note}"))
+        return verdict
+
+    def _arbitrate(self, graph: MemoryGraph, case: FailureCase, facts: list[str], candidates: list[Candidate],
+                   meter: CostMeter) -> tuple[list[Candidate], str]:
+        """The grey-zone arbiter (module docstring): the candidates to verify, and what the replay showed."""
+        verdict = self._verify(graph, case, candidates[0], evidence_fix(graph, case, facts), meter)
+        if verdict.rescued is not True:
+            if verdict.rescued is False:
+                return candidates, f"arbiter: the answer stays wrong with the raw evidence in its context ({verdict.note})"
+            return candidates, f"arbiter: no verdict ({verdict.note})"
+        strict = replace(self.tracing, judge=strict_judge(self.tracing.judge)).trace(graph, case)
+        upstream = [c for c in strict.candidates if c.error_type != "ResponseError"]
+        if not upstream:
+            return candidates, "arbiter: the raw evidence rescued the answer, yet the strict test finds it in the context"
+        first = upstream[0]
+        return _dedup_candidates(upstream + candidates), (
+            f"arbiter: the raw evidence in the context rescued the answer, so the context did not hold it; "
+            f"strict content test: {first.error_type}@{first.op_id}")
+
+
+def _dedup_candidates(candidates: list[Candidate]) -> list[Candidate]:
+    seen: set[tuple[str, str | None]] = set()
+    return [c for c in candidates if (c.error_type, c.op_id) not in seen and not seen.add((c.error_type, c.op_id))]
 
 
 def _choose(candidates: list[Candidate], verdicts: list[Verdict]) -> tuple[Candidate, bool | None, float]:

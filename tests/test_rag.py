@@ -126,3 +126,30 @@ def test_rag_on_a_mini_conversation_with_the_embedded_model(tmp_path):
     assert usage["task"]["calls"] == len(conv.scored_qa()) and usage["task"]["completion_tokens"] > 0
     print(f"\nrag/mini-1 real: accuracy {sum(x.judge_score for x in r.results)}/{len(r.results)}, "
           f"evidence found {found}/{len(with_evidence)}, wall {r.wall_s:.0f} s, usage {usage}")
+
+
+def test_a_fault_at_the_index_write_is_blamed_on_that_write_not_on_retrieval():
+    """Corrupting the entry rag.add writes leaves the document unit intact: the searchable copy lost the
+    fact, so the earliest decisive fault is the write (ExtractionError at rag.add), not retrieval."""
+    from memtrace_opt.attribution.failures import collect_failures
+    from memtrace_opt.attribution.tracing import TracingAttributor
+
+    r, conv, roles, emb = run(settings={"chunk_tokens": 12, "top_k": 2})
+    g = r.graph
+    add = next(o for o in g.ops.values() if o.name == "rag.add" and "Biscuit" in str(g.value(o.output_ids()[0])))
+    entry = dict(g.value(add.output_ids()[0]))
+    entry["text"] = entry["text"].replace("called Biscuit", "")
+    rerun = make_rerun("rag", conv, settings={"chunk_tokens": 12, "top_k": 2}, judge="llm",
+                       resources={"embedder": emb})
+    faulty = replay(g, rerun, overrides=Overrides(op_outputs={add.id: {"entry": entry}}), lms=roles).graph
+    [case] = [c for c in collect_failures(faulty) if c.qa_id.endswith("q0")]
+    blame = TracingAttributor(embed=None).attribute(faulty, case)
+    assert (blame.error_type, blame.op_id) == ("ExtractionError", add.id)
+    assert "wrote a copy without it" in blame.reason
+    # with intact copies, a record dropped at retrieval is still a RetrievalError of the retrieval op
+    retrieve = g.ops["answer:c1/q0/rag.retrieve#0"]
+    kept = [rec for rec in g.value(retrieve.output_ids()[0]) if "Biscuit" not in rec["text"]]
+    dropped = replay(g, rerun, overrides=Overrides(op_outputs={retrieve.id: {"context": kept}}), lms=roles).graph
+    [case] = [c for c in collect_failures(dropped) if c.qa_id.endswith("q0")]
+    blame = TracingAttributor(embed=None).attribute(dropped, case)
+    assert (blame.error_type, blame.op_id) == ("RetrievalError", retrieve.id)

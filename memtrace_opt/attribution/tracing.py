@@ -6,7 +6,9 @@ deterministic content checks, stage by stage, as the reference taxonomy defines 
 (a) no memory unit ever held it                 → ExtractionError at the op that lost it
 (b) a unit held it, a later update degraded it  → UpdateError at that update
 (c) a unit holding it was deleted (or emptied)  → DeletionError at that op
-(d) a live unit holds it, the context lacks it  → RetrievalError at the retrieval op that dropped it
+(d) a live unit holds it, the context lacks it  → RetrievalError at the retrieval op that dropped it —
+    unless the copy of the unit that retrieval reads (an index entry written from it) lacks it: then
+    the fact never entered the searchable memory → ExtractionError at the op that wrote that copy
 (e) the context holds every fact                → ResponseError at the answer op
 
 Before any of this, two non-memory verdicts: an ``audit_wrong_gold`` case is an AnnotationError, and
@@ -190,6 +192,9 @@ class _Stages:
             return self._lost(walk)
         if self.context_holds(fact):
             return None
+        lost_copy = self._copy_loss(fact, live)
+        if lost_copy is not None:
+            return lost_copy
         op_id = self.retrieval_op(fact)
         return Candidate("RetrievalError", op_id, self._time(op_id),
                          f"live unit {live[0]} holds the evidence {fact.id} but the retrieved context lacks it",
@@ -219,6 +224,24 @@ class _Stages:
         if retrieval:
             return retrieval[0]
         return self.graph.producer.get(self.case.retrieved_var or "")
+
+    def _copy_loss(self, fact: Fact, live: list[str]) -> Candidate | None:
+        """An op that copied a holder unit into what retrieval reads (an index entry) and lost the fact."""
+        g = self.graph
+        read = {split_var_id(v)[0] for o in answer_ops(g, self.case.qa_id) if o.category not in (QA, JUDGE)
+                for v in o.input_ids() if g.variables[v].category not in (QUERY, MEMORY_UNIT)}
+        for unit in live:
+            for op_id in sorted(g.consumers(unit), key=self._time):
+                op = g.ops[op_id]
+                if op.time >= self.qtime:
+                    continue
+                copies = [v for v in op.output_ids() if split_var_id(v)[0] in read]
+                if copies and not any(self.holds(fact, v) for v in copies):
+                    return Candidate("ExtractionError", op_id, op.time,
+                                     f"unit {unit} holds the evidence {fact.id}, but {op_id} wrote a copy without it "
+                                     f"({copies[0]}) into the store retrieval searches", fact.id,
+                                     {"kind": "inject", "text": _fact_line(g, fact)})
+        return None
 
     def _passes_records(self, op: Operation) -> bool:
         """Whether ``op`` outputs retrieved records (not a verdict or rewritten queries)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class ModelConfig(BaseModel):
@@ -13,13 +13,15 @@ class ModelConfig(BaseModel):
     ``provider: embedded`` runs a GGUF model shipped by a PyPI package in-process (``model`` is a
     tier name: ``qwen-1.5b`` or ``qwen-0.5b``). ``provider: litellm`` sends ``model`` as a
     DSPy/LiteLLM model string (``openai/gpt-4o-mini``, ``ollama_chat/qwen2.5``,
-    ``hosted_vllm/...``, ``openai/<name>`` with ``api_base`` for a llama.cpp server). Keys are
-    only ever read from the environment variable named in ``api_key_env``.
+    ``hosted_vllm/...``, ``openai/<name>`` with ``api_base`` for a llama.cpp server).
+    ``provider: openai_compatible`` is any server speaking OpenAI chat completions (vLLM,
+    llama.cpp, ``memtrace-opt serve``): ``api_base`` is required and ``model`` is the name the
+    server knows. Keys are only ever read from the environment variable named in ``api_key_env``.
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    provider: Literal["embedded", "litellm"] = "embedded"
+    provider: Literal["embedded", "litellm", "openai_compatible"] = "embedded"
     model: str = "qwen-1.5b"
     api_base: str | None = None
     api_key_env: str | None = None
@@ -30,3 +32,9 @@ class ModelConfig(BaseModel):
     #: Embedded only: llama.cpp n-gram speculative decoding (same text at temperature 0; faster
     #: where outputs copy text, see ``memtrace-opt bench-lm``). ``none``, ``ngram_mod``, ``ngram_simple``.
     speculative: Literal["none", "ngram_mod", "ngram_simple"] = "none"
+
+    @model_validator(mode="after")
+    def _served_needs_a_base(self) -> "ModelConfig":
+        if self.provider == "openai_compatible" and not self.api_base:
+            raise ValueError("provider openai_compatible needs api_base (the server's URL, ending in /v1)")
+        return self

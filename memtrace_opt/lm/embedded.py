@@ -62,25 +62,40 @@ def _speculate(params: Any, mode: str) -> None:
         simple.size_n, simple.size_m, simple.min_hits = 3, 16, 1
 
 
-def _load_server(model_path: Path, *, n_ctx: int, threads: int, speculative: str = "none") -> Any:
-    """Start an xllamacpp server for one model; the API key is not kept anywhere in Python."""
-    try:
-        import xllamacpp
-    except ImportError as exc:  # pragma: no cover - xllamacpp is a core dependency
-        raise LMError("the embedded model needs xllamacpp: pip install xllamacpp") from exc
+def server_params(model_path: Path, *, n_ctx: int, threads: int, speculative: str = "none", api_key: str,
+                  n_parallel: int = 1, host: str = "127.0.0.1", port: int = 0, alias: str | None = None) -> Any:
+    """llama.cpp server parameters for one model: loopback listener behind ``api_key``, fail-loud overflow."""
+    import xllamacpp
+
     params = xllamacpp.CommonParams()
     params.model.path = str(model_path)
     params.n_ctx = n_ctx
-    params.n_parallel = 1
+    params.n_parallel = n_parallel
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
-    params.api_keys = [secrets.token_urlsafe(32)]
+    params.api_keys = [api_key]
+    params.hostnames = [host]
+    if port:
+        params.port = port
+    if alias:
+        params.model_alias = {alias}
     params.ctx_shift = False  # overflow must fail loudly, not silently drop the prompt's start
     params.cache_ram_mib = _PROMPT_CACHE_MIB
     params.ui = False
     params.endpoint_slots = False
     params.verbosity = 0
     _speculate(params, speculative)
+    return params
+
+
+def _load_server(model_path: Path, *, n_ctx: int, threads: int, speculative: str = "none") -> Any:
+    """Start an xllamacpp server for one model; the API key is not kept anywhere in Python."""
+    try:
+        import xllamacpp
+    except ImportError as exc:  # pragma: no cover - xllamacpp is a core dependency
+        raise LMError("the embedded model needs xllamacpp: pip install xllamacpp") from exc
+    params = server_params(model_path, n_ctx=n_ctx, threads=threads, speculative=speculative,
+                           api_key=secrets.token_urlsafe(32))
     try:
         return xllamacpp.Server(params)
     except Exception as exc:

@@ -61,7 +61,9 @@ def build_base(cfg: ModelConfig) -> LMClient:
         return LazyEmbedded(cfg.model, n_ctx=cfg.n_ctx, threads=cfg.threads, speculative=cfg.speculative)
     if cfg.provider == "litellm":
         return LiteLLMClient(cfg.model, api_base=cfg.api_base, api_key_env=cfg.api_key_env)
-    raise LMError(f"unknown model provider {cfg.provider!r}: expected 'embedded' or 'litellm'")
+    if cfg.provider == "openai_compatible":
+        return LiteLLMClient(f"openai/{cfg.model}", api_base=cfg.api_base, api_key_env=cfg.api_key_env)
+    raise LMError(f"unknown model provider {cfg.provider!r}: expected 'embedded', 'litellm' or 'openai_compatible'")
 
 
 def _shared_key(cfg: ModelConfig) -> str:

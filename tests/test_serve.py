@@ -1,0 +1,93 @@
+"""``memtrace-opt serve``: refusals before anything loads, and (slow) a real server answering like the in-process model."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from memtrace_opt.errors import ConfigError
+from memtrace_opt.lm.config import ModelConfig
+from memtrace_opt.lm.serve import is_loopback, start_server
+
+
+def test_loopback_hosts():
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5") and not is_loopback("example.org")
+
+
+def test_the_server_refuses_to_start_without_a_key_or_beyond_loopback(monkeypatch):
+    monkeypatch.delenv("MEMTRACE_TEST_KEY", raising=False)
+    with pytest.raises(ConfigError, match="MEMTRACE_TEST_KEY is not set"):
+        start_server(api_key_env="MEMTRACE_TEST_KEY")
+    monkeypatch.setenv("MEMTRACE_TEST_KEY", "k")
+    with pytest.raises(ConfigError, match="not a loopback address"):
+        start_server(api_key_env="MEMTRACE_TEST_KEY", host="0.0.0.0")
+
+
+def test_a_served_provider_needs_its_base_url():
+    with pytest.raises(ValueError, match="needs api_base"):
+        ModelConfig(provider="openai_compatible", model="m")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _get(url: str, key: str | None) -> int:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"} if key else {})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
+@pytest.mark.slow
+def test_a_real_served_model_answers_like_the_in_process_model(monkeypatch):
+    from memtrace_opt.lm.embedded import EmbeddedLlama
+    from memtrace_opt.lm.embedded_model import embedded_model_id
+    from memtrace_opt.lm.factory import build_base
+
+    key, port = secrets.token_urlsafe(16), _free_port()
+    monkeypatch.setenv("MEMTRACE_SERVE_KEY", key)
+    cli = Path(sys.executable).parent / "memtrace-opt"
+    proc = subprocess.Popen([str(cli), "serve", "--port", str(port), "--parallel", "1", "--n-ctx", "2048"],
+                            env={**os.environ, "MEMTRACE_SERVE_KEY": key}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 300
+        while _get(f"{base}/models", key) != 200:
+            assert proc.poll() is None, f"serve exited early: {proc.stdout.read() if proc.stdout else ''}"
+            assert time.monotonic() < deadline, "the server did not come up in 300 s"
+            time.sleep(1)
+        assert _get(f"{base}/models", None) == 401 and _get(f"{base}/models", "wrong") == 401
+        served = build_base(ModelConfig(provider="openai_compatible", model=embedded_model_id("qwen-1.5b"),
+                                        api_base=base, api_key_env="MEMTRACE_SERVE_KEY"))
+        local = EmbeddedLlama("qwen-1.5b", n_ctx=2048)
+        try:
+            for question in ("What is the capital of France? One word.", "List three primary colours, comma-separated."):
+                messages = [{"role": "user", "content": question}]
+                remote, here = served.chat(messages, max_tokens=24), local.chat(messages, max_tokens=24)
+                assert remote.text == here.text and remote.text.strip()
+                assert remote.completion_tokens == here.completion_tokens
+        finally:
+            local.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "server stopped" in out, out
+    assert json.dumps(out).count(key) == 0  # the key is never printed

@@ -3,18 +3,64 @@
 The API key is read from the environment variable named in the config at each call and passed
 straight to LiteLLM: it is never an attribute of the client, so it cannot leak through ``repr``,
 ``vars()``, pickling, cache keys, run records or logs. Error messages are scrubbed of it too.
+
+Retries are ours, not LiteLLM's, so they are the same for every provider: a 429, a 5xx, a timeout or
+a refused connection is retried ``num_retries`` times with exponential backoff and full jitter,
+waiting at least what a ``Retry-After`` header asks; anything else (a wrong key, a bad request) fails
+at once. The final error is one line naming the host, the status and the model.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import time
-from typing import Any
+from typing import Any, Callable
+from urllib.parse import urlparse
 
 from memtrace_opt.errors import LMError
 from memtrace_opt.lm.base import LMResult
 
-__all__ = ["LiteLLMClient"]
+__all__ = ["LiteLLMClient", "retry_delay", "retryable"]
+
+#: HTTP statuses worth another try: rate limited, or the server (or a proxy) failing for now.
+RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+def _status(exc: BaseException) -> int | None:
+    code = getattr(exc, "status_code", None)
+    if code is None:
+        code = getattr(getattr(exc, "response", None), "status_code", None)
+    return int(code) if isinstance(code, int) else None
+
+
+def retryable(exc: BaseException) -> bool:
+    """Whether a failed call may succeed if repeated: a retryable status, a timeout or a connection error."""
+    status = _status(exc)
+    if status is not None:
+        return status in RETRY_STATUSES
+    name = type(exc).__name__.lower()
+    return any(k in name for k in ("timeout", "connection", "serviceunavailable", "ratelimit", "internalserver"))
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None or not hasattr(headers, "get"):
+        return None
+    value = headers.get("retry-after") or headers.get("Retry-After")  # httpx headers ignore case; dicts do not
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def retry_delay(attempt: int, exc: BaseException, *, base_s: float = 1.0, cap_s: float = 60.0,
+                rng: Callable[[], float] = random.random) -> float:
+    """Seconds to wait before retry ``attempt`` (1-based): full jitter over ``base·2^(attempt-1)``, capped,
+    and never less than the server's ``Retry-After``."""
+    backoff = rng() * min(cap_s, base_s * 2 ** (attempt - 1))
+    asked = _retry_after(exc)
+    return max(backoff, asked) if asked is not None else backoff
 
 
 def _litellm() -> Any:
@@ -34,8 +80,10 @@ class LiteLLMClient:
         *,
         api_base: str | None = None,
         api_key_env: str | None = None,
-        num_retries: int = 2,
+        num_retries: int = 4,
         timeout_s: float = 600.0,
+        backoff_s: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if "/" not in model:
             raise LMError(
@@ -47,6 +95,8 @@ class LiteLLMClient:
         self.api_key_env = api_key_env
         self.num_retries = num_retries
         self.timeout_s = timeout_s
+        self.backoff_s = backoff_s
+        self._sleep = sleep
         self.model_id = f"litellm/{model}@{api_base}" if api_base else f"litellm/{model}"
 
     def __repr__(self) -> str:
@@ -79,7 +129,7 @@ class LiteLLMClient:
             "messages": messages,
             "max_tokens": max_tokens,
             "temperature": temperature,
-            "num_retries": self.num_retries,
+            "num_retries": 0,  # retried here, the same way for every provider
             "timeout": self.timeout_s,
         }
         if self.api_base:
@@ -95,15 +145,30 @@ class LiteLLMClient:
             }
         litellm = _litellm()
         started = time.perf_counter()
-        try:
-            response = litellm.completion(**kwargs)
-        except Exception as exc:
-            message = f"{type(exc).__name__}: {exc}"
-            if key:
-                message = message.replace(key, "***")
-            # ``from None``: the original exception may carry the key in its args or request object.
-            raise LMError(f"{self.model_id}: the call failed: {message}") from None
+        attempt = 0
+        while True:
+            try:
+                response = litellm.completion(**kwargs)
+                break
+            except Exception as exc:
+                attempt += 1
+                if attempt > self.num_retries or not retryable(exc):
+                    raise self._failure(exc, key, attempt) from None
+                self._sleep(retry_delay(attempt, exc, base_s=self.backoff_s))
         return self._to_result(response, time.perf_counter() - started)
+
+    def _failure(self, exc: BaseException, key: str | None, attempts: int) -> LMError:
+        """One line: host, status, model, what was said, how many tries (the key scrubbed).
+
+        Raised ``from None`` by the caller: the original exception may carry the key in its args or request.
+        """
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
+        if key:
+            message = message.replace(key, "***")
+        host = urlparse(self.api_base).netloc if self.api_base else self.model.split("/", 1)[0]
+        # LiteLLM reports a refused connection as a 500 of its own: say what really happened
+        status = "no response" if "connection error" in message.lower() else f"status {_status(exc) or 'none'}"
+        return LMError(f"{self.model_id}: the call to {host} failed ({status}, {attempts} attempt(s)): {message}")
 
     def _to_result(self, response: Any, latency: float) -> LMResult:
         choice = response.choices[0]

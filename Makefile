@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.memtrace-installed
 
-.PHONY: setup quickstart test test-fast bench clean
+.PHONY: setup quickstart check test test-fast bench clean
 
 setup: $(STAMP)
 
@@ -23,8 +23,13 @@ quickstart: setup
 	$(BIN)/memtrace-opt optimize experiments/configs/quickstart.yaml --resume
 	$(BIN)/memtrace-opt report runs/quickstart
 
-# The whole suite, real-model end-to-end tests included.
-test: setup
+# Lint (ruff) everything; type-check (mypy --strict, settings in pyproject.toml) the typed core.
+check: setup
+	$(BIN)/ruff check memtrace_opt systems optimizers tests experiments benchmarks
+	$(BIN)/mypy memtrace_opt/graph memtrace_opt/attribution memtrace_opt/loop
+
+# The checks, then the whole suite, real-model end-to-end tests included.
+test: setup check
 	$(BIN)/python -m pytest -q --timeout=1800
 
 # Everything but the tests that load the real model.

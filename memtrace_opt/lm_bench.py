@@ -27,19 +27,23 @@ __all__ = ["differing_outputs", "measure_scoped_replay", "measure_speculation", 
 
 
 def op_kind_stats(graph: MemoryGraph) -> dict[str, dict[str, float]]:
-    """Per op name: LM calls, prompt and completion tokens, LM seconds and generation tokens/s."""
+    """Per op name: LM calls, prompt and completion tokens, the share of prompt tokens the server reused
+    from its KV cache, LM seconds and completion tokens per LM second."""
     out: dict[str, dict[str, float]] = defaultdict(lambda: {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
-                                                             "lm_s": 0.0})
+                                                             "reused_prompt_tokens": 0, "lm_s": 0.0})
     for op in graph.ops.values():
         for call in op.lm_calls:
             row = out[op.name]
             row["calls"] += 1
             row["prompt_tokens"] += call.prompt_tokens
             row["completion_tokens"] += call.completion_tokens
+            row["reused_prompt_tokens"] += call.reused_prompt_tokens
             row["lm_s"] += call.latency_s
     for row in out.values():
         row["lm_s"] = round(row["lm_s"], 3)
         row["tok_s_overall"] = round(row["completion_tokens"] / row["lm_s"], 2) if row["lm_s"] else 0.0
+        row["cached_prompt_share"] = (round(row["reused_prompt_tokens"] / row["prompt_tokens"], 3)
+                                      if row["prompt_tokens"] else 0.0)
     return dict(out)
 
 

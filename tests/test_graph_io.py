@@ -172,3 +172,18 @@ def test_sqlite_failed_save_keeps_previous_graph(tmp_path):
     with pytest.raises(GraphError, match=r"variable 'weird@1': cannot store"):
         save_graph(db, "conv-a", bad)
     assert same(load_graph(db, "conv-a"), g)
+
+
+def test_reused_prompt_tokens_round_trip_and_old_call_records_still_load(tmp_path):
+    import dataclasses
+
+    from memtrace_opt.graph.model import LMCall
+
+    g = toy()
+    op = next(o for o in g.ops.values() if o.lm_calls)
+    g.ops[op.id] = dataclasses.replace(op, lm_calls=(dataclasses.replace(op.lm_calls[0], reused_prompt_tokens=5),))
+    back = load_json(save_json(g, tmp_path / "g.jsonl"))
+    assert back.ops[op.id].lm_calls[0].reused_prompt_tokens == 5
+    other = next(o for o in back.ops.values() if o.lm_calls and o.id != op.id)
+    assert other.lm_calls[0].reused_prompt_tokens == 0  # written in the old six-field shape, read back as 0
+    assert LMCall(*["m", 1, 2, 0.5, False, "stop"]).reused_prompt_tokens == 0

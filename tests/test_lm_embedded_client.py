@@ -66,3 +66,13 @@ def test_closed_model_refuses_calls():
     with pytest.raises(LMError, match="closed"):
         lm.chat(user("x"))
     assert "api" not in repr(lm).lower()
+
+
+@pytest.mark.parametrize("extra, reused", [
+    ({"usage": {"prompt_tokens": 41, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 30}}}, 30),
+    ({"timings": {"cache_n": 12, "prompt_n": 29}}, 12),
+    ({}, 0),
+])
+def test_prompt_tokens_reused_from_the_kv_cache_are_reported(extra, reused):
+    result = client({**OK, **extra}).chat(user("x"))
+    assert result.reused_prompt_tokens == reused and result.to_dict()["reused_prompt_tokens"] == reused

@@ -161,7 +161,7 @@ class FlatLog(_LLMBaseline):
     name: str = "flat_log"
     log_chars: int = 60
 
-    def _run(self, graph, case, starts):
+    def _run(self, graph: MemoryGraph, case: FailureCase, starts: list[str]) -> tuple[str | None, str | None, str]:
         keep = {o.id for o in self._ops(graph, case, starts)}
         lines = [e.line() for e in queries.flat_op_log(graph, width=self.log_chars) if e.op_id in keep]
         prompt = (self._header(graph, case, starts) + "\nOperation log (time-ordered, no edges):\n" + "\n".join(lines)
@@ -175,7 +175,7 @@ class AllAtOnce(_LLMBaseline):
 
     name: str = "all_at_once"
 
-    def _run(self, graph, case, starts):
+    def _run(self, graph: MemoryGraph, case: FailureCase, starts: list[str]) -> tuple[str | None, str | None, str]:
         ops = self._ops(graph, case, starts)
         prompt = (self._header(graph, case, starts) + "\nOperations (with the variables they read and wrote):\n"
                   + self._render(graph, ops)
@@ -190,7 +190,7 @@ class StepByStep(_LLMBaseline):
     name: str = "step_by_step"
     max_steps: int = 40
 
-    def _run(self, graph, case, starts):
+    def _run(self, graph: MemoryGraph, case: FailureCase, starts: list[str]) -> tuple[str | None, str | None, str]:
         ops = self._ops(graph, case, starts)[: self.max_steps]
         seen: list[str] = []
         for op in ops:
@@ -214,7 +214,7 @@ class BinarySearch(_LLMBaseline):
 
     name: str = "binary_search"
 
-    def _run(self, graph, case, starts):
+    def _run(self, graph: MemoryGraph, case: FailureCase, starts: list[str]) -> tuple[str | None, str | None, str]:
         ops = self._ops(graph, case, starts)
         lo, hi = 0, len(ops)
         while hi - lo > 1:

@@ -113,7 +113,8 @@ def _attribute(method: Any, bc: BenchCase, lms: Mapping[str, Any] | None) -> Bla
         else:
             method = replace(method, rerun=bc.rerun, base=bc.overrides, lms=lms or method.lms)
     try:
-        return method.attribute(bc.graph, bc.case)
+        signal: BlameSignal = method.attribute(bc.graph, bc.case)
+        return signal
     except Exception as err:  # a method that crashes on one case: a recorded failed attribution
         return BlameSignal(bc.case.case_id, bc.case.question, bc.case.gold, bc.case.prediction, None, None, None,
                            f"attribution raised {type(err).__name__}: {err}", method=getattr(method, "name", "?"),

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from memtrace_opt.attribution.bench import BenchCase, label_real_failures
-from memtrace_opt.attribution.failures import collect_cases
+from memtrace_opt.attribution.failures import FailureCase, collect_cases
 from memtrace_opt.attribution.inject import INJECTABLE, inject_case, plan_injections
 from memtrace_opt.graph import MemoryGraph
 from memtrace_opt.graph.replay import Rerun
@@ -39,8 +39,8 @@ class CaseBuilder:
     max_replay_calls: int | None = None  # an injection whose replay needs more LM calls is skipped
     types: Sequence[str] = INJECTABLE
     cases: list[BenchCase] = field(default_factory=list)
-    skipped: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
-    _count: Counter = field(default_factory=Counter)
+    skipped: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    _count: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     def add_run(self, graph: MemoryGraph, qas: Sequence[Any], rerun: Rerun, lms: Mapping[str, LMClient], *,
                 system: str, real: bool = True, focus: Callable[[Sequence[Any]], Rerun] | None = None) -> None:
@@ -55,7 +55,8 @@ class CaseBuilder:
         if real:
             self._real(graph, judged, rerun, system)
 
-    def _inject(self, graph, case, rerun, lms, system, qas, focus) -> None:
+    def _inject(self, graph: MemoryGraph, case: FailureCase, rerun: Rerun, lms: Mapping[str, LMClient], system: str,
+                qas: Sequence[Any], focus: Callable[[Sequence[Any]], Rerun] | None) -> None:
         wanted = [t for t in self.types if self._count[(system, t)] < self.per_type]
         if not wanted:
             return
@@ -79,7 +80,7 @@ class CaseBuilder:
     def _budgeted(self, lms: Mapping[str, LMClient]) -> Mapping[str, LMClient]:
         return with_call_budget(lms, self.max_replay_calls)
 
-    def _real(self, graph, judged, rerun, system) -> None:
+    def _real(self, graph: MemoryGraph, judged: list[FailureCase], rerun: Rerun, system: str) -> None:
         room = self.max_real - sum(1 for c in self.cases if c.source != "injected")
         if room <= 0:
             return

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 from memtrace_opt.attribution.blame import BlameSignal
 from memtrace_opt.attribution.content import ContentJudge, TokenJudge
@@ -93,33 +93,34 @@ def add_record(context: Any, unit_value: Any) -> Any:
     return inject_text(context, text)
 
 
-def _record_like(template: dict, text: str) -> dict:
+def _record_like(template: dict[str, Any], text: str) -> dict[str, Any]:
     rec = copy.deepcopy(template)
     key = next((k for k in ("text", "memory", "content", "fact") if k in rec), "text")
     rec[key] = text
     return rec
 
 
-def _dict_text(value: dict) -> str:
-    return next((value[k] for k in ("text", "memory", "content", "fact") if isinstance(value.get(k), str)), "")
+def _dict_text(value: dict[str, Any]) -> str:
+    keys = ("text", "memory", "content", "fact")
+    return next((cast(str, value[k]) for k in keys if isinstance(value.get(k), str)), "")
 
 
 def build_fix(graph: MemoryGraph, case: FailureCase, cand: Candidate) -> tuple[Overrides, str] | None:
     """The replay overrides applying ``cand``'s fix and the op they start from; None when not applicable."""
-    kind = cand.fix.get("kind")
-    if kind == "inject" and cand.op_id in graph.ops:
-        role, vid = _content_output(graph, cand.op_id)
-        if role is None:
+    kind, op_id = cand.fix.get("kind"), cand.op_id
+    if kind == "inject" and op_id is not None and op_id in graph.ops:
+        role, vid = _content_output(graph, op_id)
+        if role is None or vid is None:
             return None
-        new = inject_text(graph.value(vid), cand.fix["text"], template=_item_template(graph, cand.op_id, role))
-        return Overrides(op_outputs={cand.op_id: {role: new}}), cand.op_id
+        new = inject_text(graph.value(vid), cand.fix["text"], template=_item_template(graph, op_id, role))
+        return Overrides(op_outputs={op_id: {role: new}}), op_id
     if kind == "restore":
         return _restore(graph, case, cand)
-    if kind == "add_record" and cand.op_id in graph.ops:
-        role, vid = _content_output(graph, cand.op_id)
-        if role is None:
+    if kind == "add_record" and op_id is not None and op_id in graph.ops:
+        role, vid = _content_output(graph, op_id)
+        if role is None or vid is None:
             return None
-        return Overrides(op_outputs={cand.op_id: {role: add_record(graph.value(vid), cand.fix["value"])}}), cand.op_id
+        return Overrides(op_outputs={op_id: {role: add_record(graph.value(vid), cand.fix["value"])}}), op_id
     return None
 
 
@@ -130,7 +131,7 @@ def evidence_fix(graph: MemoryGraph, case: FailureCase, message_ids: list[str]) 
     if target is None:
         return None
     role, vid = _content_output(graph, target)
-    if role is None:
+    if role is None or vid is None:
         return None
     value = graph.value(vid)
     for mid in reversed(message_ids):
@@ -187,8 +188,10 @@ def _restore(graph: MemoryGraph, case: FailureCase, cand: Candidate) -> tuple[Ov
     target = graph.producer.get(case.retrieved_var or "")
     if target is None:
         return None
-    role, vid = _content_output(graph, target)
-    return Overrides(op_outputs={target: {role: add_record(graph.value(vid), cand.fix["value"])}}), target
+    out_role, vid = _content_output(graph, target)
+    if out_role is None or vid is None:  # no content output to put the unit back into: no fix, like the branches above
+        return None
+    return Overrides(op_outputs={target: {out_role: add_record(graph.value(vid), cand.fix["value"])}}), target
 
 
 def merge_overrides(base: Overrides, extra: Overrides) -> Overrides:
@@ -306,8 +309,15 @@ class CounterfactualAttributor:
 
 
 def _dedup_candidates(candidates: list[Candidate]) -> list[Candidate]:
+    """``candidates`` without repeats of an (error type, op) pair, first occurrence kept, order kept."""
     seen: set[tuple[str, str | None]] = set()
-    return [c for c in candidates if (c.error_type, c.op_id) not in seen and not seen.add((c.error_type, c.op_id))]
+    unique: list[Candidate] = []
+    for c in candidates:
+        key = (c.error_type, c.op_id)
+        if key not in seen:
+            seen.add(key)
+            unique.append(c)
+    return unique
 
 
 def _choose(candidates: list[Candidate], verdicts: list[Verdict]) -> tuple[Candidate, bool | None, float]:

@@ -179,14 +179,15 @@ def _plan_deletion(graph: MemoryGraph, case: FailureCase, facts: list[Fact], jud
 
 
 def _plan_retrieval(graph: MemoryGraph, case: FailureCase, facts: list[Fact], judge: ContentJudge) -> Injection | str:
-    op_id = graph.producer.get(case.retrieved_var or "")
-    if op_id is None:
+    retrieved = case.retrieved_var
+    op_id = graph.producer.get(retrieved or "")
+    if op_id is None or retrieved is None:
         return "no retrieved context"
     for fact in facts:
-        if _holds(judge, fact, graph.value(case.retrieved_var)):
-            over = _drop_override(graph, op_id, case.retrieved_var, fact, judge)
+        if _holds(judge, fact, graph.value(retrieved)):
+            over = _drop_override(graph, op_id, retrieved, fact, judge)
             if over is not None:
-                return Injection("RetrievalError", op_id, over, f"dropped {fact.id} from {case.retrieved_var}")
+                return Injection("RetrievalError", op_id, over, f"dropped {fact.id} from {retrieved}")
     return "the retrieved context does not hold the evidence"
 
 

@@ -70,8 +70,9 @@ def _item_text(item: Any) -> str:
     if isinstance(item, str):
         return item
     if isinstance(item, dict):
-        if isinstance(item.get("text"), str):
-            return item["text"]
+        text = item.get("text")
+        if isinstance(text, str):
+            return text
         parts = (_item_text(v) for k, v in item.items() if k not in METADATA_KEYS and isinstance(v, (str, list, dict)))
         return "\n".join(p for p in parts if p)
     if isinstance(item, (list, tuple)):

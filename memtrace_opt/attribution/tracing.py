@@ -269,7 +269,7 @@ class _Stages:
         if op_id is None:
             readers = [o for o in g.consumers(fact.id) if g.ops[o].category not in (QA, JUDGE)]
             extraction = [o for o in readers if g.ops[o].category == EXTRACTION]
-            op_id = (extraction or readers or [None])[0]
+            op_id = extraction[0] if extraction else readers[0] if readers else None
         return Candidate("ExtractionError", op_id, self._time(op_id),
                          f"the evidence {fact.id} ({short(fact.text, 80)!r}) never reached any memory unit",
                          fact.id, {"kind": "inject", "text": _fact_line(g, fact)})

@@ -53,7 +53,8 @@ def forward_walk(
     """Follow ``fact`` forward from variable ``start`` (an evidence message)."""
     walk = Walk(fact, holding=[start])
     frontier: list[tuple[int, str]] = [(graph.variables[start].time, start)]
-    seen_vars, seen_ops = {start}, set()
+    seen_vars: set[str] = {start}
+    seen_ops: set[str] = set()
     while frontier and len(seen_ops) < max_ops:
         _, vid = heapq.heappop(frontier)
         for op_id in graph.consumers(vid):

@@ -176,8 +176,9 @@ def op_record(o: Operation) -> dict[str, Any]:
     optional = {
         "session": o.session, "params": encode_value(dict(o.params), f"params of op {o.id!r}") if o.params else None,
         "prompt": [o.prompt.component, o.prompt.sha] if o.prompt else None,
+        # reused_prompt_tokens only when reported, so graphs without it keep their old shape
         "lm_calls": [[c.model, c.prompt_tokens, c.completion_tokens, c.latency_s, c.cached, c.finish_reason]
-                     for c in o.lm_calls] or None,
+                     + ([c.reused_prompt_tokens] if c.reused_prompt_tokens else []) for c in o.lm_calls] or None,
         "error": o.error, "raw": o.raw, "memo_key": o.memo_key, "comment": o.comment or None,
     }
     rec.update((k, v) for k, v in optional.items() if v is not None)

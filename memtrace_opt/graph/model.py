@@ -97,6 +97,8 @@ class LMCall:
     latency_s: float = 0.0
     cached: bool = False
     finish_reason: str = "stop"
+    #: Prompt tokens the server took from its KV cache (a shared prefix) instead of processing them.
+    reused_prompt_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +223,7 @@ class MemoryGraph:
     def __repr__(self) -> str:
         return f"MemoryGraph({len(self.variables)} variables, {len(self.ops)} ops, {len(self.sessions)} sessions)"
 
-    def fingerprint(self) -> tuple:
+    def fingerprint(self) -> tuple[tuple[tuple[Any, ...], ...], tuple[tuple[str, str, str, bool], ...]]:
         """Structure and values, without accounting (latency, cache and reuse flags).
 
         Two runs of the same system on the same data with the same prompts have equal

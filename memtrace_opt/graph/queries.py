@@ -253,7 +253,9 @@ class OpLogEntry:
 
     def line(self) -> str:
         """The entry as one grep-able text line: ``[time] op (category) in: ... -> out: ...``."""
-        fmt = lambda items: ", ".join(f"{role}={vid} {val}" for role, vid, val in items) or "-"  # noqa: E731
+        def fmt(items: tuple[tuple[str, str, str], ...]) -> str:
+            return ", ".join(f"{role}={vid} {val}" for role, vid, val in items) or "-"
+
         flag = " FAILED" if self.status != "ok" else ""
         prompt = f" prompt={self.prompt}" if self.prompt else ""
         return f"[{self.time}] {self.op_id} ({self.category}{prompt}){flag} in: {fmt(self.inputs)} -> out: {fmt(self.outputs)}"

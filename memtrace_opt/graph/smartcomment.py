@@ -23,7 +23,7 @@ import json
 import os
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence, cast
 
 from memtrace_opt.errors import GraphError
 from memtrace_opt.graph.model import MemoryGraph, Operation, SessionRecord, Variable, split_var_id
@@ -97,7 +97,8 @@ class _Importer:
         g.meta["import_notes"] = self.notes
         return g
 
-    def _order(self, sessions: Sequence[Mapping], nodes: Sequence[Mapping], ops: Sequence[Mapping]) -> None:
+    def _order(self, sessions: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]],
+               ops: Sequence[Mapping[str, Any]]) -> None:
         """Logical times from ``created_at`` (ties: sessions, then nodes, then ops, then file order)."""
         keyed = [(s.get("created_at", ""), 0, i, ("s", s["session_id"])) for i, s in enumerate(sessions)]
         keyed += [(n.get("created_at", ""), 1, i, ("n", _node_id(n))) for i, n in enumerate(nodes)]
@@ -128,11 +129,12 @@ class _Importer:
                 pass
         return raw
 
-    def _operations(self, g: MemoryGraph, ops: Sequence[Mapping], edges: Sequence[Mapping]) -> list[Operation]:
+    def _operations(self, g: MemoryGraph, ops: Sequence[Mapping[str, Any]],
+                    edges: Sequence[Mapping[str, Any]]) -> list[Operation]:
         """Real ops first (in time order, the first op to target a node is its producer), then the
         ``__none_op__`` links: merged into the target's producer as ``link`` inputs, or a ``link`` op of its own."""
         records = {o["op_id"]: o for o in ops if o["op_id"] != NONE_OP}
-        groups: dict[str, list[Mapping]] = {op_id: [] for op_id in records}
+        groups: dict[str, list[Mapping[str, Any]]] = {op_id: [] for op_id in records}
         links: dict[str, list[str]] = defaultdict(list)
         for e in edges:
             src, dst = e["source_full_node_id"], e["target_full_node_id"]
@@ -155,13 +157,13 @@ class _Importer:
         made = [Operation(id=op_id, **spec) for op_id, spec in specs.items()]
         return sorted(made, key=lambda o: (o.time, o.id))
 
-    def _op_time(self, key: str, group: list[Mapping], g: MemoryGraph) -> tuple[int, str]:
+    def _op_time(self, key: str, group: list[Mapping[str, Any]], g: MemoryGraph) -> tuple[int, str]:
         if ("o", key) in self.times:
             return self.times[("o", key)], key
         targets = [g.variables[e["target_full_node_id"]].time for e in group if e["target_full_node_id"] in g.variables]
         return (max(targets) if targets else 0), key
 
-    def _spec(self, op_id: str, rec: Mapping, group: list[Mapping], produced: dict[str, str],
+    def _spec(self, op_id: str, rec: Mapping[str, Any], group: list[Mapping[str, Any]], produced: dict[str, str],
               g: MemoryGraph) -> dict[str, Any]:
         """The fields of one real op: inputs are the distinct sources, outputs the distinct targets."""
         sources = list(dict.fromkeys(e["source_full_node_id"] for e in group if e["source_full_node_id"] != NONE_NODE))
@@ -215,7 +217,7 @@ class _Importer:
 def _node_id(rec: Mapping[str, Any]) -> str:
     """A node's id as edges name it: ``full_node_id``, else rebuilt from ``class_name``, ``name``, ``version``."""
     if rec.get("full_node_id"):
-        return rec["full_node_id"]
+        return cast(str, rec["full_node_id"])
     full = f"{rec['class_name']}:{rec['name']}" if rec.get("class_name") else rec["name"]
     return f"{full}@{rec.get('version', 1)}"
 

@@ -20,11 +20,11 @@ import threading
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Collection, Iterator, Mapping, Sequence
+from typing import Any, Collection, Iterator, Mapping, NamedTuple, Sequence
 
 from memtrace_opt.errors import GraphError
 from memtrace_opt.graph.model import LMCall, MemoryGraph, Operation, PromptRef, SessionRecord, Variable
-from memtrace_opt.graph.ops import OpContext, OpFailure, get_spec, prompt_sha
+from memtrace_opt.graph.ops import OpContext, OpFailure, OpSpec, get_spec, prompt_sha
 from memtrace_opt.lm.base import LMClient
 
 
@@ -54,6 +54,18 @@ class End:
 
 
 OutSpec = New | Next | End
+
+
+class _Executed(NamedTuple):
+    """What :meth:`Tracer._execute` produced for one op: outputs by role, LM accounting and provenance."""
+
+    outputs: dict[str, Any]
+    lm_calls: tuple[LMCall, ...]
+    status: str
+    error: str | None
+    raw: str | None
+    memo_key: str | None
+    reused: bool
 
 
 @dataclass(frozen=True)
@@ -256,25 +268,28 @@ class Tracer:
             raise GraphError(f"operation {op_id!r} uses prompt component {component!r}, not in the prompt set "
                              f"({sorted(self.prompts)})") from None
 
-    def _execute(self, spec, op_id, session, values, params, prompt_text, roles, component=None):
+    def _execute(self, spec: OpSpec, op_id: str, session: str | None, values: dict[str, Any],
+                 params: dict[str, Any], prompt_text: str | None, roles: set[str],
+                 component: str | None = None) -> _Executed:
         """Reuse a memoized output, skip a fully overridden op, or run the implementation."""
         # The key serves later replay (recorded) or this run's memo; a disabled tracer without a memo needs neither.
         wanted = spec.memoize and (self.enabled or self.memo is not None)
         key = memo_key(spec.name, prompt_text, params, values) if wanted else None
         forced = self.overrides.op_outputs.get(op_id, {})
         if roles and roles <= set(forced):
-            return {}, (), "ok", None, None, key, False
+            return _Executed({}, (), "ok", None, None, key, False)
         if key is not None and self.memo is not None:
             hit = self.memo.get(key)
             if hit is not None:
                 self.stats.reused += 1
-                return dict(hit[0]), hit[1], hit[2].status, hit[2].error, hit[2].raw, key, True
+                return _Executed(dict(hit[0]), hit[1], hit[2].status, hit[2].error, hit[2].raw, key, True)
             pinned = self.memo.pinned_hit(spec.name, component, params, values)
             if pinned is not None:
                 # no memo key: this output was made under another prompt and must never be reused as this one's
                 self.stats.reused += 1
                 self.stats.pinned += 1
-                return dict(pinned[0]), pinned[1], pinned[2].status, pinned[2].error, pinned[2].raw, None, True
+                return _Executed(dict(pinned[0]), pinned[1], pinned[2].status, pinned[2].error, pinned[2].raw,
+                                 None, True)
         ctx = OpContext(op_id=op_id, lms=self.lms, prompt=prompt_text, resources=self.resources, session=session,
                         op_name=spec.name)
         status, error, raw = "ok", None, None
@@ -285,13 +300,14 @@ class Tracer:
             self.stats.failed.append(op_id)
         self.stats.executed.append(op_id)
         if not ctx.lm_results:
-            return out, (), status, error, raw, key, False
+            return _Executed(out, (), status, error, raw, key, False)
         calls = tuple(
-            LMCall(r.model, r.prompt_tokens, r.completion_tokens, r.latency_s, r.cached, r.finish_reason)
+            LMCall(r.model, r.prompt_tokens, r.completion_tokens, r.latency_s, r.cached, r.finish_reason,
+                   r.reused_prompt_tokens)
             for r in ctx.lm_results
         )
         self.stats.lm_calls += sum(1 for r in ctx.lm_results if not r.cached)
-        return out, calls, status, error, raw, key, False
+        return _Executed(out, calls, status, error, raw, key, False)
 
     def _make_output(self, spec_out: OutSpec, value: Any) -> Variable:
         session = self.current_session

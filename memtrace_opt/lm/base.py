@@ -23,6 +23,8 @@ class LMResult:
     latency_s: float = 0.0
     cached: bool = False
     finish_reason: str = "stop"
+    #: Prompt tokens the server reused from its KV cache (a shared prefix) instead of processing.
+    reused_prompt_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -32,6 +34,7 @@ class LMResult:
             "latency_s": round(self.latency_s, 4),
             "cached": self.cached,
             "finish_reason": self.finish_reason,
+            "reused_prompt_tokens": self.reused_prompt_tokens,
         }
 
 

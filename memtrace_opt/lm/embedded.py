@@ -102,6 +102,16 @@ def _load_server(model_path: Path, *, n_ctx: int, threads: int, speculative: str
         raise LMError(f"could not load the embedded model {model_path}: {exc}") from exc
 
 
+def _reused_tokens(response: dict[str, Any]) -> int:
+    """Prompt tokens llama.cpp took from its KV cache: ``usage.prompt_tokens_details.cached_tokens``, else
+    ``timings.cache_n`` (older servers); 0 when neither is reported."""
+    details = (response.get("usage") or {}).get("prompt_tokens_details") or {}
+    value = details.get("cached_tokens")
+    if value is None:
+        value = (response.get("timings") or {}).get("cache_n")
+    return int(value) if isinstance(value, (int, float)) else 0
+
+
 class EmbeddedLlama:
     """A GGUF model run in-process; thread-safe (calls are serialized).
 
@@ -181,6 +191,7 @@ class EmbeddedLlama:
             completion_tokens=int(usage.get("completion_tokens", 0)),
             latency_s=latency,
             finish_reason=choice.get("finish_reason") or "stop",
+            reused_prompt_tokens=_reused_tokens(response),
         )
 
     def close(self) -> None:

@@ -71,7 +71,7 @@ def blame_summary(signals: Sequence[BlameSignal], targets: Sequence[str] | None 
     With ``targets`` (the unattributed ablation), every signal counts for every target component.
     """
     by_component: dict[str, dict[str, Any]] = {}
-    unoptimizable: Counter[str] = Counter()
+    unoptimizable: Counter[str | None] = Counter()  # keyed by error type; None when the signal has none
     for s in signals:
         names = list(targets) if targets is not None else ([s.prompt_component] if s.prompt_component else [])
         if not names:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.eval.metrics import paired_bootstrap
@@ -54,7 +54,7 @@ def load_final(run_dir: str | Path) -> dict[str, Any]:
     if not path.exists():
         raise ConfigError(str(run_dir), None, f"no {FINAL_FILE}: not a finished optimize run (rerun it with --resume)")
     try:
-        return read_json(path)
+        return cast(dict[str, Any], read_json(path))
     except ValueError as err:
         raise ConfigError(str(path), None, f"unreadable: {err}") from None
 

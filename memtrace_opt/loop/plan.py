@@ -17,7 +17,7 @@ exactly what an uninterrupted one would. Each round gets an equal share of what 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 from memtrace_opt.data.model import Conversation, Dataset
 from memtrace_opt.errors import ConfigError
@@ -27,6 +27,12 @@ __all__ = ["METHODS", "GEPA_METHODS", "LoopData", "LoopPlan", "split_dataset"]
 
 METHODS: tuple[str, ...] = ("attributed", "unattributed", "answer_feedback", "miprov2", "none")
 GEPA_METHODS: tuple[str, ...] = ("attributed", "unattributed", "answer_feedback")
+
+
+def _cases_of(conversations: Sequence[Conversation]) -> list[QACase]:
+    # memtrace_opt.optimizers is mapped from optimizers/ at install time, a layout mypy cannot
+    # resolve, so cases_of reads as untyped here; its declared return type is list[QACase].
+    return cast(list[QACase], cases_of(conversations))
 
 
 @dataclass(frozen=True)
@@ -120,15 +126,15 @@ class LoopData:
     def train_cases(self, round_index: int, round_data: str) -> list[QACase]:
         """Round ``round_index``'s (1-based) training questions."""
         if round_data == "all" or not self.optimize:
-            return cases_of(self.optimize)
-        return cases_of([self.optimize[(round_index - 1) % len(self.optimize)]])
+            return _cases_of(self.optimize)
+        return _cases_of([self.optimize[(round_index - 1) % len(self.optimize)]])
 
     def validation_cases(self) -> list[QACase]:
         """Validation questions; the optimize split's when no validation conversation is set."""
-        return cases_of(self.validation or self.optimize)
+        return _cases_of(self.validation or self.optimize)
 
     def heldout_cases(self) -> list[QACase]:
-        return cases_of(self.heldout)
+        return _cases_of(self.heldout)
 
 
 @dataclass(frozen=True)

@@ -99,5 +99,7 @@ def tune_settings(
     if not done:
         raise ConfigError("config", "tuning", "no tuning trial finished (budget spent before the first)")
     best = study.best_trial
+    if best.value is None:  # a completed single-objective trial always has one
+        raise ConfigError("config", "tuning", f"best tuning trial #{best.number} has no value")
     return TuningResult(dict(best.params), float(best.value),
                         [{"number": t.number, "params": dict(t.params), "value": t.value} for t in done])

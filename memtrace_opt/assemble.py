@@ -98,7 +98,8 @@ def build_context(cfg: RunConfig, *, method: str | None, run_dir: Path, tuning_f
                             settings=cfg.system.settings, judge=cfg.eval.judge, resources=run.resources)
     ctx = LoopContext(
         backend=backend, data=data, plan=plan, run_dir=run_dir, reflection_lm=lms["reflection"],
-        attributor=make_attributor(cfg.attribution) if plan.method == "attributed" else None,
+        attributor=make_attributor(cfg.attribution, lms={"task": lms["task"], "judge": lms["judge"]},
+                                   resources=run.resources) if plan.method == "attributed" else None,
         base_prompts=cfg.system.prompts, settings=cfg.system.settings, task_lm=lms["task"],
         judge=make_judge(cfg.eval.judge, lms["judge"]),
         tuning_from=Path(tuning_from) if tuning_from else None, progress=progress,

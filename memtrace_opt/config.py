@@ -151,7 +151,11 @@ class EvalConfig(_Section):
 class AttributionConfig(_Section):
     method: Literal["tracing", "flat_log", "all_at_once", "step_by_step", "binary_search"] = "tracing"
     evidence: Literal["annotated", "pseudo"] = "annotated"
-    counterfactual: bool = False
+    #: Verify every blame by replaying the graph with the blamed op corrected (and arbitrate grey-zone
+    #: ResponseErrors with the raw evidence): one or two answer replays per failure, in ``attribute``,
+    #: in the loop's rounds and in ``optimize``'s held-out attribution. Costly for long contexts on a
+    #: CPU model (a Long-Context replay re-reads the whole conversation): set false there.
+    counterfactual: bool = True
     max_frontier: Positive = 16
 
 

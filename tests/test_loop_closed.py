@@ -194,3 +194,24 @@ def test_a_corrupt_checkpoint_is_one_config_error(tmp_path, content):
                                               encoding="latin-1")
     with pytest.raises(ConfigError, match="unreadable checkpoint"):
         load_state(tmp_path)
+
+
+def test_the_loop_verifies_blame_by_replay_when_the_config_asks(tmp_path):
+    """attribution.counterfactual: every round blame is checked by replaying the fix (extraction repaired →
+    the answer is right again), and the count of failed verifications is recorded (zero here)."""
+    from memtrace_opt.config import AttributionConfig
+    from memtrace_opt.errors import ConfigError
+    from memtrace_opt.loop.blaming import make_attributor
+
+    good_qa = f"{SEED_QA} Always {QA_MAGIC} before answering."
+    ctx, _, _ = make_ctx(tmp_path, extract_magic=QA_MAGIC, seed_qa=good_qa, rounds=1)
+    ctx.attributor = make_attributor(AttributionConfig(counterfactual=True), lms=ctx.backend.lms)
+    run_loop(ctx)
+    blame = json.loads((tmp_path / "rounds" / "round_1" / "blame.json").read_text())
+    signals = list(blame["signals"].values())
+    assert signals and {s["error_type"] for s in signals} == {"ExtractionError"}
+    assert all(s["counterfactual_rescued"] is True for s in signals)
+    assert blame["summary"]["verification_failed"] == 0
+    with pytest.raises(ConfigError, match="needs the task"):
+        make_attributor(AttributionConfig(counterfactual=True))
+    assert make_attributor(AttributionConfig(counterfactual=False)).verify_lms is None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -94,9 +94,14 @@ def make_method(name: str, lms: Mapping[str, Any] | None, *, evidence: str, max_
     return make_baseline(name, lms["attribution"], evidence=evidence, embed=embed_fn)
 
 
-def attribute_run(run_dir: str | Path, *, method: str = "tracing", counterfactual: bool = True,
-                  evidence: str = "auto", embed: Any = "default", llm_content: bool = False) -> dict[str, Any]:
-    """Attribute every failed question of the run; writes and returns the ``blame.json`` payload."""
+def attribute_run(run_dir: str | Path, *, method: str = "tracing", counterfactual: bool | None = None,
+                  evidence: str | None = None, embed: Any = "default", llm_content: bool = False) -> dict[str, Any]:
+    """Attribute every failed question of the run; writes and returns the ``blame.json`` payload.
+
+    ``counterfactual`` and ``evidence`` default to the run config's ``attribution`` section (the one
+    place they are set for eval, attribute and optimize alike); a run without a config verifies by
+    replay and reads annotated evidence where there is some (``auto``).
+    """
     from memtrace_opt import run_dir as rd
     from memtrace_opt.attribution.aggregate import aggregate
     from memtrace_opt.attribution.counterfactual import CounterfactualAttributor
@@ -104,6 +109,11 @@ def attribute_run(run_dir: str | Path, *, method: str = "tracing", counterfactua
 
     root = Path(run_dir)
     cfg, graphs, conversations, notes = load_run(root)
+    section = getattr(cfg, "attribution", None)
+    if counterfactual is None:
+        counterfactual = bool(getattr(section, "counterfactual", True))
+    if evidence is None:
+        evidence = str(getattr(section, "evidence", "auto"))
     needs_lm = counterfactual or llm_content or method != "tracing"
     lms, resources = build_lms(cfg, root) if needs_lm else ({}, injected_resources())
     base = make_method(method, lms, evidence=evidence, embed=pick_embed(embed, resources), llm_content=llm_content)
@@ -173,9 +183,12 @@ def register(app: typer.Typer) -> None:
     def attribute_command(
         run_dir: Annotated[str, typer.Argument(help="Run directory written by `memtrace-opt eval`.")],
         method: Annotated[str, typer.Option("--method", help=f"One of: {', '.join(METHODS)}.")] = "tracing",
-        counterfactual: Annotated[bool, typer.Option("--counterfactual/--no-counterfactual",
-                                                     help="Verify tracing's blame by replay (needs the LMs).")] = True,
-        evidence: Annotated[str, typer.Option("--evidence", help="annotated, pseudo or auto.")] = "auto",
+        counterfactual: Annotated[Optional[bool], typer.Option(
+            "--counterfactual/--no-counterfactual",
+            help="Verify tracing's blame by replay (needs the LMs). Default: the run config's "
+                 "attribution.counterfactual (on).")] = None,
+        evidence: Annotated[Optional[str], typer.Option(
+            "--evidence", help="annotated, pseudo or auto. Default: the run config's attribution.evidence.")] = None,
         llm_content: Annotated[bool, typer.Option("--llm-content", help="Tracing asks the LM where the token "
                                                                         "content test is inconclusive.")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="Print blame.json instead of a table.")] = False,
@@ -185,7 +198,7 @@ def register(app: typer.Typer) -> None:
 
         from memtrace_opt.commands.console import table_console
 
-        if evidence not in ("annotated", "pseudo", "auto"):
+        if evidence is not None and evidence not in ("annotated", "pseudo", "auto"):
             raise ConfigError("--evidence", None, f"expected annotated, pseudo or auto, got {evidence!r}")
         payload = attribute_run(run_dir, method=method, counterfactual=counterfactual, evidence=evidence,
                                 llm_content=llm_content)

@@ -133,12 +133,8 @@ def _effect_line(run_dir: Path) -> str:
 def _attribute_heldout(run_dir: Path, console: Any) -> None:
     """Blame every held-out failure of the final prompts, so the run's report says why each one failed."""
     from memtrace_opt.commands.attribute import attribute_run
-    from memtrace_opt.run_dir import read_config
 
-    cfg = read_config(run_dir)
-    attribution = getattr(cfg, "attribution", None)
-    payload = attribute_run(run_dir, counterfactual=bool(getattr(attribution, "counterfactual", True)),
-                            evidence=getattr(attribution, "evidence", "auto"))
+    payload = attribute_run(run_dir)  # counterfactual and evidence as the run config's attribution section says
     counts: dict[str, int] = {}
     for signal in payload["signals"]:
         counts[signal["error_type"] or "unattributed"] = counts.get(signal["error_type"] or "unattributed", 0) + 1

@@ -13,6 +13,7 @@ method over a conversation graph's failed questions (the adapter's ``Attributor`
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -55,9 +56,11 @@ def round_blame(method: str, traces: Sequence[CaseTrace], targets: Sequence[str]
         from memtrace_opt.attribution.aggregate import aggregate
 
         assert attributor is not None
+        before = len(getattr(attributor, "verification_failures", []))
         signals = _attribute(failed, attributor, conversations)
         graphs = {s.case_id: t.graph for t in failed if (s := signals.get(t.case.qa_id)) is not None}
         summary = aggregate(list(signals.values()), graphs)
+        summary["verification_failed"] = len(getattr(attributor, "verification_failures", [])) - before
         counts = {c: e["count"] for c, e in summary["components"].items() if c in targets}
         ordered = sorted(counts, key=lambda c: (-counts[c], list(targets).index(c)))
         missing = [t.case.qa_id for t in failed if t.case.qa_id not in signals]
@@ -83,37 +86,66 @@ def _attribute(failed: Sequence[CaseTrace], attributor: Attributor,
 
 
 class GraphAttributor:
-    """The adapter's ``Attributor`` over an attribution method with ``attribute(graph, case)``."""
+    """The adapter's ``Attributor`` over an attribution method with ``attribute(graph, case)``.
 
-    def __init__(self, method: Any) -> None:
+    With ``verify_lms`` (the task and judge LMs), each blame is checked by counterfactual replay
+    of the conversation's graph (:class:`~memtrace_opt.attribution.counterfactual.CounterfactualAttributor`,
+    grey-zone arbiter included), as ``attribution.counterfactual`` asks. A verification whose replay
+    fails is printed as an error line and counted in ``verification_failures``, never dropped.
+    """
+
+    def __init__(self, method: Any, *, verify_lms: Mapping[str, Any] | None = None,
+                 resources: Mapping[str, Any] | None = None) -> None:
         self.method = method
+        self.verify_lms = dict(verify_lms) if verify_lms else None
+        self.resources = dict(resources or {})
+        self.verification_failures: list[tuple[str, str]] = []
 
     def __repr__(self) -> str:
-        return f"GraphAttributor({self.method!r})"
+        return f"GraphAttributor({self.method!r}, counterfactual={self.verify_lms is not None})"
 
     def __call__(self, graph: MemoryGraph, conversation: Conversation, qas: Sequence[QA]) -> dict[str, BlameSignal]:
         from memtrace_opt.attribution.failures import collect_failures
 
         wanted = {q.id for q in qas}
         cases = [c for c in collect_failures(graph, qas) if c.qa_id in wanted]
-        return {case.qa_id: self.method.attribute(graph, case) for case in cases}
+        method = self._verifying(graph, conversation) if cases and self.verify_lms else self.method
+        out = {case.qa_id: method.attribute(graph, case) for case in cases}
+        failures = getattr(method, "verification_failures", [])
+        for case_id, why in failures:
+            print(f"memtrace-opt: error: counterfactual verification of {case_id} failed: {why}", file=sys.stderr)
+        self.verification_failures.extend(failures)
+        return out
+
+    def _verifying(self, graph: MemoryGraph, conversation: Conversation) -> Any:
+        from memtrace_opt.attribution.counterfactual import CounterfactualAttributor
+        from memtrace_opt.systems.runner import rerun_for
+
+        assert self.verify_lms is not None
+        return CounterfactualAttributor(self.method, rerun_for(graph, conversation, resources=self.resources),
+                                        self.verify_lms)
 
 
-def make_attributor(cfg: Any | None = None) -> GraphAttributor:
+def make_attributor(cfg: Any | None = None, *, lms: Mapping[str, Any] | None = None,
+                    resources: Mapping[str, Any] | None = None) -> GraphAttributor:
     """The attribution method of the config's ``attribution`` section (tracing by default).
 
-    Only ``tracing`` is wired here; it uses deterministic content checks, so the loop's attribution
-    makes no LM calls. Other methods of :mod:`memtrace_opt.attribution` need an LM and are for
-    benchmarking attribution, not for driving the optimizer.
+    Only ``tracing`` is wired here: its content checks are deterministic. With
+    ``attribution.counterfactual`` (and ``lms`` to replay with) every blame is verified by replay;
+    without LMs it cannot be, and asking for it is a config error rather than a silent skip.
     """
     from memtrace_opt.attribution.tracing import TracingAttributor
+    from memtrace_opt.errors import ConfigError
 
     method = getattr(cfg, "method", "tracing")
     if method != "tracing":
-        from memtrace_opt.errors import ConfigError
-
         raise ConfigError("config", "attribution.method",
                           f"the optimization loop attributes with 'tracing' only, not {method!r}")
     evidence = getattr(cfg, "evidence", "annotated")
-    return GraphAttributor(TracingAttributor(evidence=evidence,
-                                             max_frontier=getattr(cfg, "max_frontier", 16)))
+    tracing = TracingAttributor(evidence=evidence, max_frontier=getattr(cfg, "max_frontier", 16))
+    if not getattr(cfg, "counterfactual", False):
+        return GraphAttributor(tracing)
+    if not lms:
+        raise ConfigError("config", "attribution.counterfactual", "counterfactual verification needs the task "
+                          "and judge LMs to replay with")
+    return GraphAttributor(tracing, verify_lms=lms, resources=resources)

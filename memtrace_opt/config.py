@@ -146,6 +146,9 @@ class SystemConfig(_Section):
 
 class EvalConfig(_Section):
     judge: Literal["llm", "deterministic", "hybrid"] = "llm"
+    #: Conversations evaluated concurrently (a bounded thread pool). More than 1 pays with a served
+    #: model that has as many slots (``memtrace-opt serve --parallel N``, vLLM); results are the same.
+    workers: Positive = 1
 
 
 class AttributionConfig(_Section):

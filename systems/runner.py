@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -276,6 +277,24 @@ def _merge_stats(stats: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "wall_s": round(sum(float(s.get("wall_s", 0.0)) for s in stats), 3)}
 
 
+def _each_finished(run: Callable[[Any], ConversationRun], conversations: Sequence[Any],
+                   workers: int) -> Iterator[tuple[str, ConversationRun]]:
+    """``(conversation id, run)`` as each conversation finishes: in order with one worker, else as
+    they complete on a pool of ``workers``. A failure cancels what has not started and is re-raised
+    (the finished conversations were already yielded, so they are checkpointed)."""
+    if workers <= 1:
+        for conv in conversations:
+            yield conv.id, run(conv)
+        return
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memtrace-eval")
+    try:
+        futures = {pool.submit(run, conv): conv.id for conv in conversations}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def evaluate_system(
     system_name: str,
     conversations: Sequence[Any],
@@ -292,8 +311,14 @@ def evaluate_system(
     ledger: Any = None,
     resources: Mapping[str, Any] | None = None,
     progress: bool = True,
+    workers: int = 1,
 ) -> EvaluationRun:
     """Run every conversation (its scored questions), checkpointing each graph and the results as it ends.
+
+    ``workers`` > 1 runs conversations concurrently on a bounded thread pool (a served model with as
+    many slots decodes them in one batch; the in-process model serializes its calls, so it gains
+    nothing there). Each conversation has its own tracer, so graphs, ids and results are those of a
+    serial run, merged in the conversations' order.
 
     With ``resume`` a conversation listed as done in ``results.json`` whose graph file exists is not
     re-run; its results and stats are read back. ``ledger`` (a UsageLedger) adds per-role LM usage
@@ -303,26 +328,40 @@ def evaluate_system(
     done = set(rd.done_conversations(run_dir)) if resume else set()
     old_results = rd.read_results(run_dir) if done else []
     old_stats = rd.read_conversation_stats(run_dir) if done else {}
-    results: list[QAResult] = []
+    by_conv: dict[str, list[QAResult]] = {}
     stats: dict[str, dict[str, Any]] = {}
     resumed: list[str] = []
+    order = [c.id for c in conversations]
     start = time.perf_counter()
+
+    def checkpoint() -> list[QAResult]:
+        """Results of the finished conversations in the config's order (the same file whatever the workers)."""
+        merged = [r for cid in order if cid in by_conv for r in by_conv[cid]]
+        rd.write_results(run_dir, merged, {cid: stats[cid] for cid in order if cid in stats})
+        return merged
+
     with _progress(progress, sum(len(c.scored_qa()) for c in conversations)) as advance:
+        todo = []
         for conv in conversations:
             if conv.id in done:
-                results += [r for r in old_results if r.conversation == conv.id]
+                by_conv[conv.id] = [r for r in old_results if r.conversation == conv.id]
                 stats[conv.id] = old_stats.get(conv.id, {})
                 resumed.append(conv.id)
                 advance(conv.id, len(conv.scored_qa()))
-                continue
-            run = run_conversation(system_name, conv, lms=lms, prompts=prompts, settings=settings, judge=judge,
-                                   use_audit=use_audit, run_id=run_id, dataset=dataset, resources=resources,
-                                   on_question=lambda qa, cid=conv.id: advance(cid, 1))
-            rd.write_graph(run_dir, conv.id, run.graph)
-            results += run.results
-            stats[conv.id] = graph_stats(run.graph)
-            rd.write_results(run_dir, results, stats)
-    rd.write_results(run_dir, results, stats)
+            else:
+                todo.append(conv)
+
+        def one(conv: Any) -> ConversationRun:
+            return run_conversation(system_name, conv, lms=lms, prompts=prompts, settings=settings, judge=judge,
+                                    use_audit=use_audit, run_id=run_id, dataset=dataset, resources=resources,
+                                    on_question=lambda qa, cid=conv.id: advance(cid, 1))
+
+        for conv_id, run in _each_finished(one, todo, workers):
+            rd.write_graph(run_dir, conv_id, run.graph)
+            by_conv[conv_id] = list(run.results)
+            stats[conv_id] = graph_stats(run.graph)
+            checkpoint()
+    results = checkpoint()
     head = {"run_id": run_id, "system": system_name, "dataset": dataset, "judge": judge,
             "conversations": [c.id for c in conversations]}
     summary, usage = _write_totals(run_dir, head, results, list(stats.values()), ledger)

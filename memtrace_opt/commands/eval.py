@@ -44,7 +44,7 @@ def run_eval(config: str | Path | RunConfig, *, resume: bool = True, out: str | 
         return evaluate_system(
             cfg.system.name, conversations, lms=run.lms, run_dir=run_dir, prompts=cfg.system.prompts,
             settings=cfg.system.settings, judge=cfg.eval.judge, dataset=cfg.dataset.name, run_id=cfg.run_name,
-            resume=resume, ledger=run.ledger, resources=run.resources, progress=progress,
+            resume=resume, ledger=run.ledger, resources=run.resources, progress=progress, workers=cfg.eval.workers,
         )
 
 

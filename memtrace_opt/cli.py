@@ -44,7 +44,7 @@ for _module in COMMAND_MODULES:
 
 #: Exit code of an interrupted run (128 + SIGINT), never 0: a wrapper script must not count it a success.
 INTERRUPTED = 130
-_INTERRUPTED_LINE = "memtrace-opt: interrupted; finished work is checkpointed, rerun with --resume"
+_INTERRUPTED_LINE = "memtrace-opt: interrupted; finished work is checkpointed, rerun the same command to resume"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ def test_an_interrupted_command_exits_130_and_says_so(monkeypatch, capsys):
 
     monkeypatch.setattr(data, "load_dataset", interrupted)
     assert main(["data", "stats", "--dataset", "mini"]) == INTERRUPTED == 130
-    assert "interrupted; finished work is checkpointed, rerun with --resume" in capsys.readouterr().err
+    assert "interrupted; finished work is checkpointed, rerun the same command to resume" in capsys.readouterr().err
 
 
 def test_a_normal_command_still_exits_0(capsys):
@@ -45,4 +45,4 @@ def test_sigint_to_a_real_process_exits_130(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
-    assert "interrupted; finished work is checkpointed, rerun with --resume" in err
+    assert "interrupted; finished work is checkpointed, rerun the same command to resume" in err

@@ -141,7 +141,7 @@ def test_resume_continues_from_the_checkpoint_without_redoing_rounds(tmp_path):
     assert [r.index for r in killed.rounds] == [1] and killed.status == "running"
     stamp = (tmp_path / "run" / "rounds" / "round_1" / "optimizer.json").stat().st_mtime_ns
 
-    with pytest.raises(ConfigError, match="--resume"):
+    with pytest.raises(ConfigError, match="checkpoint exists here: rerun without --no-resume"):
         run_loop(make_ctx(tmp_path / "run")[0])
     ctx2, task2, fresh = make_ctx(tmp_path / "run", reflection=ReflectionLM(magic="be brief"), **plan)
     state = run_loop(ctx2, resume=True)

@@ -92,8 +92,8 @@ def test_optimize_and_compare_cli(tmp_path, capsys):
     with injected(lms):
         assert main(["optimize", str(config)]) == 0
         assert main(["optimize", str(config), "--method", "none", "--out", str(tmp_path / "runs" / "none")]) == 0
-        assert main(["optimize", str(config)]) == 2  # a checkpoint exists: --resume needed
-        assert main(["optimize", str(config), "--resume"]) == 0
+        assert main(["optimize", str(config), "--no-resume"]) == 2  # a checkpoint exists: refused
+        assert main(["optimize", str(config)]) == 0  # resumed (the default, as for eval): nothing left to do
     captured = capsys.readouterr()
     out = captured.out
     assert "optimized 100.0%" in out and "question_answering" in out

@@ -24,7 +24,7 @@ from memtrace_opt.errors import ConfigError
 
 __all__ = ["injected", "register", "run_optimize"]
 
-def run_optimize(config: str | Path | RunConfig, *, method: str | None = None, resume: bool = False,
+def run_optimize(config: str | Path | RunConfig, *, method: str | None = None, resume: bool = True,
                  out: str | None = None, tuning_from: str | None = None, dataset_path: str | None = None,
                  cache_dir: str | None = None, force: bool = False) -> tuple[Any, Path]:
     """Run (or resume) the loop of ``config``; returns ``(final LoopState, run dir)``."""
@@ -77,7 +77,9 @@ def register(app: typer.Typer) -> None:
         method: Annotated[Optional[str], typer.Option(
             "--method", help="attributed | unattributed | answer_feedback | miprov2 | none (default: the config's).")
         ] = None,
-        resume: Annotated[bool, typer.Option("--resume", help="Continue the checkpointed run in the run dir.")] = False,
+        resume: Annotated[bool, typer.Option(
+            "--resume/--no-resume", help="Continue the run checkpointed in the run dir (the default, as for eval); "
+                                         "--no-resume refuses a run dir that holds one.")] = True,
         out: Annotated[Optional[str], typer.Option("--out", help="Run directory (default: output_dir/run_name).")] = None,
         tuning_from: Annotated[Optional[str], typer.Option(
             "--tuning-from", help="Reuse the tuned settings (tuning.json) of another run dir.")] = None,

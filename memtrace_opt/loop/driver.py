@@ -132,7 +132,7 @@ def _open_state(ctx: LoopContext, resume: bool) -> LoopState:
         raise ConfigError("config", "optimizer.method", "the attributed method needs an attributor")
     existing = load_state(ctx.run_dir)
     if existing is not None and not resume:
-        raise ConfigError(str(ctx.run_dir), None, "a loop checkpoint exists here: pass --resume to continue it, "
+        raise ConfigError(str(ctx.run_dir), None, "a loop checkpoint exists here: rerun without --no-resume to continue it, "
                           "or choose another --out")
     seed = {t: prompts[t] for t in targets}
     if existing is not None:

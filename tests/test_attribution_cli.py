@@ -77,8 +77,15 @@ def test_attribute_writes_blame_json_for_every_failed_question(rag_run, capsys):
     assert agg["total"] == len(signals)
     assert agg["unoptimizable"]["count"] == len(retrieval)
     assert sum(g["count"] for g in agg["components"].values()) + agg["unoptimizable"]["count"] == len(signals)
-    out = capsys.readouterr().out
-    assert "blame (tracing, counterfactual)" in out and "question_answering" in out
+    captured = capsys.readouterr()
+    assert "blame (tracing, counterfactual)" in captured.out and "question_answering" in captured.out
+    assert "failed question(s), verifying by replay" in captured.err  # a progress line per conversation
+
+
+def test_attribute_quiet_prints_no_progress(rag_run, capsys):
+    with attribute_cmd.injected({}, resources=RESOURCES):
+        assert main(["attribute", str(rag_run), "--no-counterfactual", "--quiet"]) == 0
+    assert "attributing" not in capsys.readouterr().err
 
 
 def test_attribute_without_counterfactual_needs_no_lm(rag_run):

@@ -100,7 +100,7 @@ def test_optimize_and_compare_cli(tmp_path, capsys):
     assert re.search(r"effect: \+100\.0 points, paired bootstrap 95% CI \[\+100\.0, \+100\.0\], p = [0-9.]+ · 3 "
                      r"questions fixed, 0 broken", out)
     assert "baseline validation accuracy" in captured.err and "round 1/" in captured.err
-    assert "method attributed (demo/rule deltas) · budget 80 rollouts over 2 round(s) · seed 0" in captured.err
+    assert "method attributed (demos/rules/lines deltas) · budget 80 rollouts over 2 round(s) · seed 0" in captured.err
     assert "held-out failures attributed:" in out
     blame = json.loads((tmp_path / "runs" / "none" / "blame.json").read_text())
     assert blame["signals"] and all(s["error_type"] for s in blame["signals"])

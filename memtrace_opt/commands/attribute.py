@@ -14,10 +14,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
+from memtrace_opt.commands.console import stamped as _say
 from memtrace_opt.commands.lms import build_run_lms, injected, injected_resources, is_injected
 from memtrace_opt.errors import ConfigError, DatasetError
 
@@ -95,12 +96,14 @@ def make_method(name: str, lms: Mapping[str, Any] | None, *, evidence: str, max_
 
 
 def attribute_run(run_dir: str | Path, *, method: str = "tracing", counterfactual: bool | None = None,
-                  evidence: str | None = None, embed: Any = "default", llm_content: bool = False) -> dict[str, Any]:
+                  evidence: str | None = None, embed: Any = "default", llm_content: bool = False,
+                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Attribute every failed question of the run; writes and returns the ``blame.json`` payload.
 
     ``counterfactual`` and ``evidence`` default to the run config's ``attribution`` section (the one
     place they are set for eval, attribute and optimize alike); a run without a config verifies by
-    replay and reads annotated evidence where there is some (``auto``).
+    replay and reads annotated evidence where there is some (``auto``). ``progress`` hears one line
+    per conversation (replays take minutes on a CPU model).
     """
     from memtrace_opt import run_dir as rd
     from memtrace_opt.attribution.aggregate import aggregate
@@ -127,7 +130,11 @@ def attribute_run(run_dir: str | Path, *, method: str = "tracing", counterfactua
             rerun = _rerun(graph, conv, resources, notes)
             if rerun is not None:
                 attributor = CounterfactualAttributor(base, rerun, {k: v for k, v in lms.items() if v is not None})
-        for case in collect_failures(graph, conv.qa if conv is not None else None):
+        cases = collect_failures(graph, conv.qa if conv is not None else None)
+        if progress is not None:
+            progress(f"attributing {conv_id}: {len(cases)} failed question(s)"
+                     + (", verifying by replay" if attributor is not base else ""))
+        for case in cases:
             signal = attributor.attribute(graph, case)
             signals.append(signal)
             by_case[signal.case_id] = graph
@@ -192,6 +199,7 @@ def register(app: typer.Typer) -> None:
         llm_content: Annotated[bool, typer.Option("--llm-content", help="Tracing asks the LM where the token "
                                                                         "content test is inconclusive.")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="Print blame.json instead of a table.")] = False,
+        quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
     ) -> None:
         """Attribute each failed question to its earliest decisive faulty operation; writes RUN_DIR/blame.json."""
         import json
@@ -201,7 +209,7 @@ def register(app: typer.Typer) -> None:
         if evidence is not None and evidence not in ("annotated", "pseudo", "auto"):
             raise ConfigError("--evidence", None, f"expected annotated, pseudo or auto, got {evidence!r}")
         payload = attribute_run(run_dir, method=method, counterfactual=counterfactual, evidence=evidence,
-                                llm_content=llm_content)
+                                llm_content=llm_content, progress=None if quiet else _say)
         if as_json:
             print(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
         else:

@@ -136,7 +136,8 @@ def _attribute_heldout(run_dir: Path, console: Any) -> None:
     """Blame every held-out failure of the final prompts, so the run's report says why each one failed."""
     from memtrace_opt.commands.attribute import attribute_run
 
-    payload = attribute_run(run_dir)  # counterfactual and evidence as the run config's attribution section says
+    # counterfactual and evidence as the run config's attribution section says
+    payload = attribute_run(run_dir, progress=stamped)
     counts: dict[str, int] = {}
     for signal in payload["signals"]:
         counts[signal["error_type"] or "unattributed"] = counts.get(signal["error_type"] or "unattributed", 0) + 1

@@ -80,7 +80,7 @@ def run_loop(ctx: LoopContext, *, resume: bool = False) -> LoopState:
     if state.status == "done":
         return state
     plan = ctx.plan
-    proposer = "demo/rule deltas" if plan.uses_delta else "whole-prompt rewrites"
+    proposer = f"{'/'.join(plan.deltas)} deltas" if plan.uses_delta else "whole-prompt rewrites"
     ctx.say(f"method {plan.method} ({proposer if plan.method in GEPA_METHODS else 'no GEPA'}) · budget "
             f"{plan.max_metric_calls} rollouts" + (f", {plan.max_llm_calls} LM calls" if plan.max_llm_calls else "")
             + f" over {plan.rounds} round(s) · seed {plan.seed}")
@@ -106,7 +106,8 @@ def run_loop(ctx: LoopContext, *, resume: bool = False) -> LoopState:
                 break
             ctx.say(f"round {state.next_round}/{ctx.plan.rounds}: run, attribute failures, optimize blamed prompts")
             record = _run_round(ctx, state, adapter, meter)
-            ctx.say(f"round {record.index}: {record.failures} failures, blamed {record.blamed or '{}'}, "
+            blamed = ", ".join(f"{c} {n}" for c, n in record.blamed.items()) or "nothing"
+            ctx.say(f"round {record.index}: {record.failures} failures, blamed {blamed}, "
                     f"unoptimizable {record.unoptimizable} → validation {100 * record.val_score:.1f}%"
                     f" ({'kept' if record.improved else 'not kept'})")
             _finish_round(ctx, state, record, meter)

@@ -165,9 +165,11 @@ def _by(pairs: Sequence[tuple[BenchCase, BlameSignal]], key: Callable[[BenchCase
 
 def bench_payload(results: Mapping[str, Sequence[tuple[BenchCase, BlameSignal]]], *,
                   skipped: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The benchmark JSON: one row per method with per-system, per-type and per-source breakdowns."""
+    """The benchmark JSON: one row per method with per-system, per-type, per-source and per-class
+    (injection kind: the harder suite's classes) breakdowns."""
     rows = [{"method": name, **score(pairs), "by_system": _by(pairs, lambda c: c.system),
-             "by_type": _by(pairs, lambda c: c.error_type), "by_source": _by(pairs, lambda c: c.source)}
+             "by_type": _by(pairs, lambda c: c.error_type), "by_source": _by(pairs, lambda c: c.source),
+             "by_class": _by(pairs, lambda c: c.kind or c.source)}
             for name, pairs in results.items()]
     first = next(iter(results.values()), [])
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))

@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 from memtrace_opt.attribution.bench import BenchCase, label_real_failures
 from memtrace_opt.attribution.failures import FailureCase, collect_cases
 from memtrace_opt.attribution.inject import INJECTABLE, inject_case, plan_injections
+from memtrace_opt.attribution.inject_hard import HARD_KINDS, plan_hard_injections
 from memtrace_opt.graph import MemoryGraph
 from memtrace_opt.graph.replay import Rerun
 from memtrace_opt.lm.base import LMClient
@@ -32,15 +33,26 @@ __all__ = ["CaseBuilder"]
 
 @dataclass
 class CaseBuilder:
-    """Accumulates cases over runs, with a quota per (system, error type) for injected ones."""
+    """Accumulates cases over runs, with a quota per (system, error type) for injected ones.
+
+    ``suite="hard"`` injects the harder classes of :mod:`.inject_hard` instead, with the quota per
+    (system, class); ``types`` then names classes (default: all of them).
+    """
 
     per_type: int
     max_real: int = 50
     max_replay_calls: int | None = None  # an injection whose replay needs more LM calls is skipped
     types: Sequence[str] = INJECTABLE
+    suite: str = "easy"
     cases: list[BenchCase] = field(default_factory=list)
     skipped: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     _count: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        if self.suite not in ("easy", "hard"):
+            raise ValueError(f"unknown injection suite {self.suite!r}; expected easy or hard")
+        if self.suite == "hard" and tuple(self.types) == INJECTABLE:
+            self.types = HARD_KINDS
 
     def add_run(self, graph: MemoryGraph, qas: Sequence[Any], rerun: Rerun, lms: Mapping[str, LMClient], *,
                 system: str, real: bool = True, focus: Callable[[Sequence[Any]], Rerun] | None = None) -> None:
@@ -60,7 +72,10 @@ class CaseBuilder:
         wanted = [t for t in self.types if self._count[(system, t)] < self.per_type]
         if not wanted:
             return
-        plans, skipped = plan_injections(graph, case, types=wanted)
+        if self.suite == "hard":
+            plans, skipped = plan_hard_injections(graph, case, kinds=wanted)
+        else:
+            plans, skipped = plan_injections(graph, case, types=wanted)
         for error_type, why in skipped.items():
             self.skipped[f"{system}/{error_type}"][why] += 1
         qa = next((q for q in qas if getattr(q, "id", None) == case.qa_id), None)
@@ -70,12 +85,13 @@ class CaseBuilder:
                             else (None, rerun))
             if result is None:
                 result = inject_case(graph, case, injection, rerun, self._budgeted(lms), qa=qa)
+            label = injection.kind if self.suite == "hard" else injection.error_type
             if isinstance(result, str):
-                self.skipped[f"{system}/{injection.error_type}"][_short(result)] += 1
+                self.skipped[f"{system}/{label}"][_short(result)] += 1
                 continue
             result.system = system
             self.cases.append(BenchCase.from_injected(result, injection.overrides, used))
-            self._count[(system, injection.error_type)] += 1
+            self._count[(system, label)] += 1
 
     def _budgeted(self, lms: Mapping[str, LMClient]) -> Mapping[str, LMClient]:
         return with_call_budget(lms, self.max_replay_calls)

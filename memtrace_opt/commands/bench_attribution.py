@@ -67,7 +67,7 @@ def _settings(cfg: Any, system: str) -> dict[str, Any]:
 def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, methods: list[str] | None = None,
               max_cases: int = 100, max_real: int = 50, real: bool = True, evidence: str = "annotated",
               out: str | None = None, export: str | None = None, embed: Any = "default",
-              focus: bool = True, max_replay_calls: int | None = None) -> dict[str, Any]:
+              focus: bool = True, max_replay_calls: int | None = None, suite: str = "easy") -> dict[str, Any]:
     """Build the cases, run the methods, write the JSON and the benchmark directory; returns the payload.
 
     Several configs pool their cases (a small dataset alone offers too few correct answers to inject
@@ -76,10 +76,13 @@ def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, 
     case's own question (False: the whole conversation, every question re-answered).
     ``max_replay_calls`` caps the LM calls of each injection and counterfactual replay (a Mem0
     ingestion fault re-decides every later memory update); a capped injection is a counted skip.
+    ``suite``: ``easy`` (evidence dropped, one case per error type) or ``hard`` (the subtler classes
+    of :mod:`memtrace_opt.attribution.inject_hard`, reported per class in ``by_class``).
     """
     from memtrace_opt.attribution.bench import bench_payload, evidence_recall, export_bench, run_methods
     from memtrace_opt.attribution.evidence import default_embed
     from memtrace_opt.attribution.benchcases import CaseBuilder
+    from memtrace_opt.attribution.inject_hard import HARD_KINDS
     from memtrace_opt.commands.attribute import build_lms, pick_embed
     from memtrace_opt.config import load_config
 
@@ -89,8 +92,9 @@ def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, 
     systems = systems or [cfg.system.name]
     run_dir = cfg.run_dir
     lms, resources = build_lms(cfg, run_dir)
-    builder = CaseBuilder(per_type=max(1, math.ceil(max_cases / (len(systems) * 5))), max_real=max_real if real else 0,
-                          max_replay_calls=max_replay_calls)
+    per_system = 5 if suite == "easy" else len(HARD_KINDS)
+    builder = CaseBuilder(per_type=max(1, math.ceil(max_cases / (len(systems) * per_system))),
+                          max_real=max_real if real else 0, max_replay_calls=max_replay_calls, suite=suite)
     for slice_cfg in cfgs:
         _add_slice(builder, slice_cfg, cfg, systems, lms, resources, real=real, focus=focus)
     embed_fn = pick_embed(embed, resources)
@@ -101,7 +105,7 @@ def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, 
     payload = bench_payload(results, skipped=builder.skipped_summary())
     payload["pseudo_evidence_recall"] = evidence_recall(builder.cases, default_embed if embed_fn == "default" else embed_fn)
     payload["config"] = {"systems": systems, "max_cases": max_cases, "evidence": evidence,
-                         "focused_replay": focus, "max_replay_calls": max_replay_calls,
+                         "focused_replay": focus, "max_replay_calls": max_replay_calls, "suite": suite,
                          "datasets": [_slice_label(c) for c in cfgs], "judges": [c.eval.judge for c in cfgs]}
     export_dir = Path(export) if export else run_dir / "attribution_bench"
     payload["exported"] = [str(p) for p in export_bench(builder.cases, export_dir)]
@@ -151,7 +155,8 @@ def bench_table(payload: dict[str, Any]) -> Any:
     """One row per method: accuracies and cost per case, then per-type accuracy columns."""
     from rich.table import Table
 
-    types = sorted({t for row in payload["rows"] for t in row.get("by_type", {})})
+    group = "by_class" if payload.get("config", {}).get("suite") == "hard" else "by_type"
+    types = sorted({t for row in payload["rows"] for t in row.get(group, {})})
     table = Table(title=f"attribution benchmark: {payload['cases']} cases "
                         f"({', '.join(f'{s} {sum(c.values())}' for s, c in payload['case_counts'].items())})")
     for col in ("method", "type acc", "op acc", "failed", "LM calls", "tokens", "s/case", *types):
@@ -161,13 +166,13 @@ def bench_table(payload: dict[str, Any]) -> Any:
         return "-" if x is None else f"{100 * x:.1f}"
 
     for row in payload["rows"]:
-        by_type = row.get("by_type", {})
+        by_type = row.get(group, {})
         table.add_row(row["method"], pct(row.get("type_accuracy")), pct(row.get("op_accuracy")), str(row.get("failed", 0)),
                       f"{row.get('llm_calls_per_case', 0):.1f}", f"{row.get('tokens_per_case', 0):.0f}",
                       f"{row.get('seconds_per_case', 0):.2f}",
                       *[f"{pct(by_type[t].get('type_accuracy'))}/{pct(by_type[t].get('op_accuracy'))}" if t in by_type
                         else "-" for t in types])
-    table.caption = "per-type columns: type accuracy / op accuracy (%)"
+    table.caption = f"per-{'class' if group == 'by_class' else 'type'} columns: type accuracy / op accuracy (%)"
     return table
 
 
@@ -192,14 +197,19 @@ def register(app: typer.Typer) -> None:
         max_replay_calls: Annotated[Optional[int], typer.Option(
             "--max-replay-calls", min=1, help="Skip an injection (and leave a counterfactual fix unverified) whose "
                                               "replay needs more LM calls than this.")] = None,
+        suite: Annotated[str, typer.Option("--suite", help="easy (evidence dropped) or hard (partial, other "
+                                                         "speaker, meaning changed, index write, trim, judged "
+                                                         "wrongly; reported per class).")] = "easy",
     ) -> None:
         """Benchmark the attribution methods on injected and real failures with ground truth."""
         if evidence not in ("annotated", "pseudo"):
             raise ConfigError("--evidence", None, f"expected annotated or pseudo, got {evidence!r}")
+        if suite not in ("easy", "hard"):
+            raise ConfigError("--suite", None, f"expected easy or hard, got {suite!r}")
         payload = run_bench(config, systems=_split(systems, SYSTEMS, "--systems"),
                             methods=_split(methods, ALL_METHODS, "--methods"), max_cases=max_cases,
                             max_real=max_real, evidence=evidence, out=out, export=export, focus=not full_replay,
-                            max_replay_calls=max_replay_calls)
+                            max_replay_calls=max_replay_calls, suite=suite)
         if as_json:
             print(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
             return

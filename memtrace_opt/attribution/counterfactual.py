@@ -28,7 +28,7 @@ from memtrace_opt.attribution.blame import BlameSignal
 from memtrace_opt.attribution.content import ContentJudge, TokenJudge
 from memtrace_opt.attribution.cost import CostMeter
 from memtrace_opt.attribution.failures import FailureCase, judgement_score
-from memtrace_opt.attribution.tracing import Candidate, TracingAttributor, blame_from
+from memtrace_opt.attribution.tracing import Candidate, TracingAttributor, blame_from, dedup_candidates
 from memtrace_opt.attribution.view import answer_ops
 from memtrace_opt.errors import UnknownOperationError
 from memtrace_opt.graph import MemoryGraph, Overrides, replay
@@ -303,21 +303,9 @@ class CounterfactualAttributor:
         if not upstream:
             return candidates, "arbiter: the raw evidence rescued the answer, yet the strict test finds it in the context"
         first = upstream[0]
-        return _dedup_candidates(upstream + candidates), (
+        return dedup_candidates(upstream + candidates), (
             f"arbiter: the raw evidence in the context rescued the answer, so the context did not hold it; "
             f"strict content test: {first.error_type}@{first.op_id}")
-
-
-def _dedup_candidates(candidates: list[Candidate]) -> list[Candidate]:
-    """``candidates`` without repeats of an (error type, op) pair, first occurrence kept, order kept."""
-    seen: set[tuple[str, str | None]] = set()
-    unique: list[Candidate] = []
-    for c in candidates:
-        key = (c.error_type, c.op_id)
-        if key not in seen:
-            seen.add(key)
-            unique.append(c)
-    return unique
 
 
 def _choose(candidates: list[Candidate], verdicts: list[Verdict]) -> tuple[Candidate, bool | None, float]:

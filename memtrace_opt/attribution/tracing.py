@@ -37,7 +37,7 @@ from memtrace_opt.attribution.walk import Walk, forward_walk
 from memtrace_opt.eval.judge import DeterministicJudge, is_abstention
 from memtrace_opt.graph.model import DELETION, EXTRACTION, JUDGE, MEMORY_UNIT, QA, QUERY, RETRIEVED, MemoryGraph, Operation, split_var_id
 
-__all__ = ["Candidate", "TraceResult", "TracingAttributor", "blame_from", "necessary_facts"]
+__all__ = ["Candidate", "TraceResult", "TracingAttributor", "blame_from", "dedup_candidates", "necessary_facts"]
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ class TracingAttributor:
         needed = necessary_facts(facts, case)
         first = sorted((c for fid, c in fates.items() if fid in needed), key=lambda c: c.time) or [stage.response()]
         rest = sorted((c for fid, c in fates.items() if fid not in needed), key=lambda c: c.time)
-        return TraceResult(_dedup(first + rest), [f.id for f in facts], source,
+        return TraceResult(dedup_candidates(first + rest), [f.id for f in facts], source,
                            sum(len(w.visited) for w in walks), sum(w.truncated for w in walks))
 
     def _walk(self, graph: MemoryGraph, case: FailureCase, fact: Fact) -> Walk:
@@ -368,7 +368,8 @@ def _fact_line(graph: MemoryGraph, fact: Fact) -> str:
     return fact.text
 
 
-def _dedup(candidates: list[Candidate]) -> list[Candidate]:
+def dedup_candidates(candidates: list[Candidate]) -> list[Candidate]:
+    """``candidates`` without repeats of an (error type, op) pair, first kept."""
     seen: set[tuple[str, str | None]] = set()
     out = []
     for c in candidates:

@@ -20,11 +20,13 @@ __all__ = ["aggregate"]
 
 
 def aggregate(signals: Sequence[BlameSignal], graphs: Mapping[str, MemoryGraph] | None = None, *,
-              max_examples: int = 5) -> dict[str, Any]:
+              max_examples: int = 5, spread_over: Sequence[str] | None = None) -> dict[str, Any]:
     """``{"total", "components": {name: {...}}, "unoptimizable": {...}, "unattributed": {...}}``.
 
-    ``graphs`` maps a case id to the graph its blame refers to (for the op subgraphs); cases
-    without one get no subgraph.
+    The one shape of grouped blame: ``blame.json``'s aggregate, each round's ``blame.json`` summary
+    and the report all read it. ``graphs`` maps a case id to the graph its blame refers to (for the
+    op subgraphs); cases without one get no subgraph. ``spread_over`` (the unattributed ablation)
+    counts every signal for every one of those components, whatever op it names.
 
     >>> s = BlameSignal("c/q1", "q", "g", "p", "RetrievalError", "answer:q1/search#0", None, "missed")
     >>> aggregate([s])["unoptimizable"]["count"]
@@ -39,14 +41,15 @@ def aggregate(signals: Sequence[BlameSignal], graphs: Mapping[str, MemoryGraph] 
             unattributed["case_ids"].append(s.case_id)
             _example(unattributed["reasons"], s.reason, max_examples)
             continue
-        group = components.setdefault(s.prompt_component, _group()) if s.prompt_component else unopt
-        group["count"] += 1
-        group["error_types"][s.error_type] += 1
-        group["case_ids"].append(s.case_id)
-        _example(group["reasons"], s.reason, max_examples)
-        graph = (graphs or {}).get(s.case_id)
-        if graph is not None and s.op_id in graph.ops and len(group["op_subgraphs"]) < max_examples:
-            group["op_subgraphs"].append(compact_op(graph, graph.ops[s.op_id]))
+        names = list(spread_over) if spread_over is not None else [s.prompt_component] if s.prompt_component else []
+        for group in [components.setdefault(n, _group()) for n in names] or [unopt]:
+            group["count"] += 1
+            group["error_types"][s.error_type] += 1
+            group["case_ids"].append(s.case_id)
+            _example(group["reasons"], s.reason, max_examples)
+            graph = (graphs or {}).get(s.case_id)
+            if graph is not None and s.op_id in graph.ops and len(group["op_subgraphs"]) < max_examples:
+                group["op_subgraphs"].append(compact_op(graph, graph.ops[s.op_id]))
     for group in [*components.values(), unopt]:
         group["error_types"] = dict(group["error_types"])
     ordered = dict(sorted(components.items(), key=lambda kv: (-kv[1]["count"], kv[0])))

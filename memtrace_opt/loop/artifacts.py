@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -66,24 +65,8 @@ def write_prompts(directory: Path, prompts: Mapping[str, str], seed: Mapping[str
 
 
 def blame_summary(signals: Sequence[BlameSignal], targets: Sequence[str] | None = None) -> dict[str, Any]:
-    """Blame grouped by prompt component; prompt-less blame counted apart as unoptimizable.
+    """Blame grouped by prompt component (:func:`memtrace_opt.attribution.aggregate.aggregate`'s shape);
+    with ``targets`` (the unattributed ablation) every signal counts for every target component."""
+    from memtrace_opt.attribution.aggregate import aggregate
 
-    With ``targets`` (the unattributed ablation), every signal counts for every target component.
-    """
-    by_component: dict[str, dict[str, Any]] = {}
-    unoptimizable: Counter[str | None] = Counter()  # keyed by error type; None when the signal has none
-    for s in signals:
-        names = list(targets) if targets is not None else ([s.prompt_component] if s.prompt_component else [])
-        if not names:
-            unoptimizable[s.error_type] += 1
-        for name in names:
-            entry = by_component.setdefault(name, {"count": 0, "error_types": Counter(), "cases": [], "reasons": []})
-            entry["count"] += 1
-            entry["error_types"][s.error_type] += 1
-            entry["cases"].append(s.case_id)
-            if len(entry["reasons"]) < 5:
-                entry["reasons"].append(s.reason)
-    for entry in by_component.values():
-        entry["error_types"] = dict(entry["error_types"])
-    return {"components": by_component,
-            "unoptimizable": {"count": sum(unoptimizable.values()), "error_types": dict(unoptimizable)}}
+    return aggregate(signals, spread_over=targets)

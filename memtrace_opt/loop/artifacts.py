@@ -18,12 +18,11 @@ Layout under RUN_DIR::
 from __future__ import annotations
 
 import difflib
-import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from memtrace_opt.atomic import atomic_write_text
 from memtrace_opt.attribution.blame import BlameSignal
+from memtrace_opt.run_dir import read_json, write_json  # the one JSON pair of a run dir (atomic; errors name the file)
 
 __all__ = ["FINAL_FILE", "blame_summary", "prompt_diff", "read_json", "round_dir", "write_json", "write_prompts"]
 
@@ -32,14 +31,6 @@ FINAL_FILE = "final.json"
 
 def round_dir(run_dir: Path, index: int) -> Path:
     return run_dir / "rounds" / f"round_{index}"
-
-
-def write_json(path: Path, data: Any) -> Path:
-    return atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str))
-
-
-def read_json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def prompt_diff(component: str, seed: str, new: str) -> str:

@@ -17,6 +17,7 @@ import yaml
 from pydantic import (
     AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.config import ModelConfig
@@ -25,6 +26,7 @@ __all__ = [
     "AttributionConfig",
     "DatasetConfig",
     "EvalConfig",
+    "ExecutorConfig",
     "ModelsConfig",
     "OptimizerConfig",
     "RunConfig",
@@ -146,9 +148,27 @@ class SystemConfig(_Section):
 
 class EvalConfig(_Section):
     judge: Literal["llm", "deterministic", "hybrid"] = "llm"
-    #: Conversations evaluated concurrently (a bounded thread pool). More than 1 pays with a served
-    #: model that has as many slots (``memtrace-opt serve --parallel N``, vLLM); results are the same.
+
+
+class ExecutorConfig(_Section):
+    """Where an evaluation's conversations run; results and graphs are the same whichever is chosen.
+
+    ``local``: in this process, ``workers`` conversations at a time on a thread pool (more than 1 pays
+    with a served model that has as many slots: ``memtrace-opt serve --parallel N``, vLLM).
+    ``ray``: each conversation is a Ray task, ``workers`` in flight; ``address`` None starts a local
+    cluster, ``"auto"`` joins the running one, ``"ray://host:10001"`` a remote one. Ray workers build
+    their own LM clients from the config, so the models must be served (see :class:`RunConfig`).
+    """
+
+    kind: Literal["local", "ray"] = "local"
+    address: str | None = None
     workers: Positive = 1
+
+    @model_validator(mode="after")
+    def _address_is_for_ray(self) -> ExecutorConfig:
+        if self.address is not None and self.kind != "ray":
+            raise ValueError("address only applies to kind ray")
+        return self
 
 
 class AttributionConfig(_Section):
@@ -206,9 +226,39 @@ class RunConfig(_Section):
     split: SplitConfig | None = None
     system: SystemConfig
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     attribution: AttributionConfig = Field(default_factory=AttributionConfig)
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
     tuning: TuningConfig = Field(default_factory=TuningConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _eval_workers_moved(cls, data: Any) -> Any:
+        """``eval.workers`` (its home for a while) is ``executor.workers``: config copies saved then still load."""
+        if not (isinstance(data, dict) and isinstance(data.get("eval"), dict) and "workers" in data["eval"]):
+            return data
+        evaluation = dict(data["eval"])
+        workers = evaluation.pop("workers")
+        executor = data.get("executor") or {}
+        if isinstance(executor, dict) and "workers" not in executor:
+            executor = {**executor, "workers": workers}
+        return {**data, "eval": evaluation, "executor": executor}
+
+    @model_validator(mode="after")
+    def _ray_needs_served_models(self) -> RunConfig:
+        """A Ray worker is a separate process: with ``embedded`` each would load its own copy of the model.
+        The error is raised at ``executor.kind`` (a ValidationError keeps its location), the field to change."""
+        if self.executor.kind != "ray":
+            return self
+        for role in ("task", "judge"):
+            model = getattr(self.models, role)
+            if model is not None and model.provider == "embedded":
+                reason = (f"ray needs served models but models.{role} is embedded: Ray workers must reach a served "
+                          "model (openai_compatible or litellm), never load their own copy")
+                raise ValidationError.from_exception_data(type(self).__name__, [
+                    {"type": PydanticCustomError("ray_needs_served_model", reason), "loc": ("executor", "kind"),
+                     "input": self.executor.kind}])
+        return self
 
     @property
     def run_dir(self) -> Path:

@@ -29,6 +29,10 @@ class ConfigError(MemtraceError):
         super().__init__(f"config error in {where}: {message}")
         self.path, self.field, self.message = path, field, message
 
+    def __reduce__(self) -> tuple[type, tuple[str, str | None, str]]:
+        # pickled with its own arguments, so one raised in a Ray worker reaches the driver as itself
+        return type(self), (self.path, self.field, self.message)
+
 
 class DatasetError(MemtraceError):
     """A dataset file is missing or one of its items is malformed."""
@@ -38,7 +42,10 @@ class DatasetError(MemtraceError):
     def __init__(self, path: str, item: str | None, message: str) -> None:
         where = f"{path}: {item}" if item else path
         super().__init__(f"dataset error in {where}: {message}")
-        self.path, self.item = path, item
+        self.path, self.item, self.message = path, item, message
+
+    def __reduce__(self) -> tuple[type, tuple[str, str | None, str]]:
+        return type(self), (self.path, self.item, self.message)
 
 
 class GraphError(MemtraceError):

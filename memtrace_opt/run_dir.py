@@ -61,6 +61,10 @@ def write_config(run_dir: str | Path, config: Any) -> Path:
 CONFIG_CHANGES_FILE = "config_changes.json"
 
 
+#: Config sections that change how a run executes, never its results: resuming may change them.
+RESULT_NEUTRAL = ("executor",)
+
+
 def check_same_config(run_dir: str | Path, cfg: Any, config_path: str, remedy: str, *, force: bool = False) -> list[str]:
     """Refuse to resume into a run directory made by a different config: its results would mix with
     the new ones while ``config.yaml`` still described the old run. ``remedy`` ends the message.
@@ -75,7 +79,10 @@ def check_same_config(run_dir: str | Path, cfg: Any, config_path: str, remedy: s
     saved = Path(run_dir) / CONFIG_FILE
     if not saved.exists() or saved.read_text(encoding="utf-8") == cfg.dump_yaml():
         return []
-    changed = _changed_fields(read_config(run_dir).model_dump(mode="json"), cfg.model_dump(mode="json"))
+    changed = [f for f in _changed_fields(read_config(run_dir).model_dump(mode="json"), cfg.model_dump(mode="json"))
+               if f.split(".")[0] not in RESULT_NEUTRAL]
+    if not changed:
+        return []  # the same run: only formatting, defaults of newer versions, or where it executes differ
     if not force:
         raise ConfigError(config_path, None, f"{run_dir} holds a run of a different config "
                           f"(changed: {', '.join(changed[:4]) or 'formatting'}); {remedy}, or pass --force to "

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +27,7 @@ from memtrace_opt import run_dir as rd
 from memtrace_opt.errors import ConfigError, GraphError
 from memtrace_opt.eval.metrics import bleu1, token_f1
 from memtrace_opt.eval.results import QAResult, summarize
+from memtrace_opt.executors import ConversationJob, Executor, LocalExecutor
 from memtrace_opt.graph import MemoryGraph, Memo, Overrides, TraceStats, Tracer, Variable
 from memtrace_opt.lm.base import LMClient
 from memtrace_opt.systems.base import MemorySystem, SystemSettings
@@ -277,24 +277,6 @@ def _merge_stats(stats: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "wall_s": round(sum(float(s.get("wall_s", 0.0)) for s in stats), 3)}
 
 
-def _each_finished(run: Callable[[Any], ConversationRun], conversations: Sequence[Any],
-                   workers: int) -> Iterator[tuple[str, ConversationRun]]:
-    """``(conversation id, run)`` as each conversation finishes: in order with one worker, else as
-    they complete on a pool of ``workers``. A failure cancels what has not started and is re-raised
-    (the finished conversations were already yielded, so they are checkpointed)."""
-    if workers <= 1:
-        for conv in conversations:
-            yield conv.id, run(conv)
-        return
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memtrace-eval")
-    try:
-        futures = {pool.submit(run, conv): conv.id for conv in conversations}
-        for future in as_completed(futures):
-            yield futures[future], future.result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
 def evaluate_system(
     system_name: str,
     conversations: Sequence[Any],
@@ -312,19 +294,26 @@ def evaluate_system(
     resources: Mapping[str, Any] | None = None,
     progress: bool = True,
     workers: int = 1,
+    executor: Executor | None = None,
 ) -> EvaluationRun:
     """Run every conversation (its scored questions), checkpointing each graph and the results as it ends.
 
-    ``workers`` > 1 runs conversations concurrently on a bounded thread pool (a served model with as
-    many slots decodes them in one batch; the in-process model serializes its calls, so it gains
-    nothing there). Each conversation has its own tracer, so graphs, ids and results are those of a
-    serial run, merged in the conversations' order.
+    ``executor`` decides where conversations run (:mod:`memtrace_opt.executors`; a Ray one ignores
+    ``lms`` and ``resources`` and builds its own from the config it was given); ``workers`` is short for
+    ``LocalExecutor(workers)``: > 1 runs conversations concurrently on a bounded thread pool (a served
+    model with as many slots decodes them in one batch; the in-process model serializes its calls, so
+    it gains nothing there). Each conversation has its own tracer, so graphs, ids and results are those
+    of a serial run, merged in the conversations' order, whatever the executor.
 
     With ``resume`` a conversation listed as done in ``results.json`` whose graph file exists is not
     re-run; its results and stats are read back. ``ledger`` (a UsageLedger) adds per-role LM usage
     of this invocation to ``usage.json``; per-op usage always comes from the graphs.
     """
+    if executor is not None and workers != 1:
+        raise ValueError("evaluate_system: give workers or an executor, not both")
+    executor = executor if executor is not None else LocalExecutor(workers)
     run_id = run_id or uuid.uuid4().hex[:12]
+    job = ConversationJob(system_name, prompts, settings, judge, use_audit, run_id, dataset)
     done = set(rd.done_conversations(run_dir)) if resume else set()
     old_results = rd.read_results(run_dir) if done else []
     old_stats = rd.read_conversation_stats(run_dir) if done else {}
@@ -356,7 +345,9 @@ def evaluate_system(
                                     use_audit=use_audit, run_id=run_id, dataset=dataset, resources=resources,
                                     on_question=lambda qa, cid=conv.id: advance(cid, 1))
 
-        for conv_id, run in _each_finished(one, todo, workers):
+        for conv_id, run in executor.each_finished(one, todo, job):
+            if not executor.reports_questions:  # it ran elsewhere: the bar moves when it ends
+                advance(conv_id, len(run.results))
             rd.write_graph(run_dir, conv_id, run.graph)
             by_conv[conv_id] = list(run.results)
             stats[conv_id] = graph_stats(run.graph)

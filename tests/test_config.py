@@ -130,3 +130,14 @@ def test_yaml_and_file_errors(tmp_path):
 def test_model_validate_without_a_file():
     cfg = RunConfig.model_validate({"run_name": "r", "system": {"name": "long_context"}, "cache_dir": "c"})
     assert cfg.output_dir.is_absolute() and cfg.cache_dir == Path("c")
+
+
+def test_user_errors_survive_pickling_with_their_message():
+    """A ConfigError raised in a Ray worker must reach the driver as itself, not as a decoding error."""
+    import pickle
+
+    from memtrace_opt.errors import ConfigError, DatasetError
+
+    for err in (ConfigError("a.yaml", "system.name", "unknown"), DatasetError("d.json", "conv-1/q3", "no answer")):
+        back = pickle.loads(pickle.dumps(err))
+        assert type(back) is type(err) and back.one_line() == err.one_line() and back.exit_code == 2

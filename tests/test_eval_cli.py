@@ -72,6 +72,18 @@ def test_eval_resumes_and_refuses_a_different_config(tmp_path, capsys):
         assert main(["eval", str(changed), "--quiet", "--no-resume"]) == 0
 
 
+def test_resuming_with_another_executor_is_the_same_run(tmp_path, capsys):
+    """How a run executes (executor.workers) never changes its results: resuming with it changed is allowed."""
+    cfg = write_config(tmp_path)
+    with injected(scripted(), resources={"embedder": HashEmbedder()}):
+        assert main(["eval", str(cfg), "--quiet"]) == 0
+    more = write_config(tmp_path, extra="executor: {workers: 2}\n")
+    again = scripted()
+    with injected(again, resources={"embedder": HashEmbedder()}):
+        assert main(["eval", str(more), "--quiet"]) == 0
+    assert again["task"].n_calls == 0 and "resumed: mini-1, mini-2" in capsys.readouterr().out
+
+
 def test_eval_out_and_dataset_path_options(tmp_path):
     from memtrace_opt.data.mini import bundled_path
 

@@ -67,7 +67,7 @@ class TraceResult:
 class TracingAttributor:
     """The main attribution method. ``evidence``: annotated, pseudo, or auto (annotated when present)."""
 
-    judge: ContentJudge = field(default_factory=TokenJudge)
+    judge: ContentJudge = field(default_factory=lambda: TokenJudge(miss_below=TokenJudge.hold_at))
     evidence: str = "auto"
     embed: EmbedFn | None = default_embed
     max_frontier: int = 16

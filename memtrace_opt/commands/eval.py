@@ -28,11 +28,17 @@ def run_eval(config: str | Path | RunConfig, *, resume: bool = True, out: str | 
     write the run dir; the EvaluationRun."""
     from memtrace_opt import run_dir as rd
     from memtrace_opt.assemble import dataset_slice, prepare_run, split_conversations
+    from memtrace_opt.errors import ConfigError
+    from memtrace_opt.executors import make_executor
+    from memtrace_opt.lm.run_lms import is_injected
     from memtrace_opt.run_lock import run_lock
     from memtrace_opt.systems.runner import evaluate_system
 
     cfg, source, run_dir = prepare_run(config, out=out, dataset_path=dataset_path)
     conversations = split_conversations(cfg, dataset_slice(cfg))  # bad data fails before the run dir exists
+    if cfg.executor.kind == "ray" and is_injected():
+        raise ConfigError(source, "executor.kind", "ray workers build their LMs from the config; LMs injected "
+                          "into this process cannot reach them (use kind local)")
     with run_lock(run_dir, "eval"):
         if resume:
             rd.check_same_config(run_dir, cfg, source, "use --no-resume to overwrite it or --out for a new directory",
@@ -44,7 +50,8 @@ def run_eval(config: str | Path | RunConfig, *, resume: bool = True, out: str | 
         return evaluate_system(
             cfg.system.name, conversations, lms=run.lms, run_dir=run_dir, prompts=cfg.system.prompts,
             settings=cfg.system.settings, judge=cfg.eval.judge, dataset=cfg.dataset.name, run_id=cfg.run_name,
-            resume=resume, ledger=run.ledger, resources=run.resources, progress=progress, workers=cfg.eval.workers,
+            resume=resume, ledger=run.ledger, resources=run.resources, progress=progress,
+            executor=make_executor(cfg, run_dir, ledger=run.ledger),
         )
 
 

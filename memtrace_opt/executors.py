@@ -1,0 +1,220 @@
+"""Where an evaluation's conversations run: in this process (a thread pool) or as Ray tasks.
+
+Each conversation has its own tracer and graph, so conversations are independent units of work. An
+executor only decides where they run and yields ``(conversation id, ConversationRun)`` as each one
+finishes; :func:`memtrace_opt.systems.runner.evaluate_system` checkpoints them in the config's
+conversation order, so every executor, with any number of workers, writes the same files.
+
+The Ray executor sends plain data (the config as a dict, the run dir, the conversation and a
+:class:`ConversationJob`), never LM clients: each task rebuilds the LMs with
+:func:`~memtrace_opt.lm.run_lms.build_run_lms` from the same config and run dir, so it reads and
+fills the same disk LM cache and reads keys from the same environment variables as a local run.
+That is also why the config refuses ``kind: ray`` with an embedded task or judge model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from memtrace_opt.config import RunConfig
+    from memtrace_opt.lm.usage import UsageLedger
+    from memtrace_opt.systems.runner import ConversationRun
+
+__all__ = ["ConversationJob", "Executor", "LocalExecutor", "RayExecutor", "make_executor"]
+
+Finished = Iterator[tuple[str, "ConversationRun"]]
+
+
+@dataclass(frozen=True)
+class ConversationJob:
+    """What :func:`~memtrace_opt.systems.runner.run_conversation` needs besides a conversation and the
+    LMs, as plain data: it crosses to a Ray worker, which builds the LMs itself."""
+
+    system_name: str
+    prompts: Mapping[str, str] | None = None
+    settings: Any = None  # a mapping or a SystemSettings (pydantic, so it pickles)
+    judge: str = "llm"
+    use_audit: bool = False
+    run_id: str | None = None
+    dataset: str | None = None
+
+
+class Executor(Protocol):
+    """Runs conversations and yields each ``(id, run)`` as it finishes; a failure cancels what has not
+    started and is re-raised (what was yielded before is already checkpointed by the caller).
+
+    ``run`` runs one conversation in this process with the caller's LMs (the local executor uses it);
+    ``job`` is the same work as plain data (an executor running elsewhere uses it).
+    ``reports_questions``: whether ``run``'s per-question progress reaches the caller (else the caller
+    advances its progress bar when a conversation finishes).
+    """
+
+    reports_questions: bool
+
+    def each_finished(self, run: Callable[[Any], ConversationRun], conversations: Sequence[Any],
+                      job: ConversationJob) -> Finished: ...
+
+
+class LocalExecutor:
+    """In this process: in order with one worker, else on a bounded thread pool of ``workers``.
+
+    Threads, not processes, because the LM clients (an in-process model, one cache connection) are
+    shared; more than one worker pays with a served model that has as many slots.
+    """
+
+    reports_questions = True
+
+    def __init__(self, workers: int = 1) -> None:
+        self.workers = workers
+
+    def __repr__(self) -> str:
+        return f"LocalExecutor(workers={self.workers})"
+
+    def each_finished(self, run: Callable[[Any], ConversationRun], conversations: Sequence[Any],
+                      job: ConversationJob) -> Finished:
+        if self.workers <= 1:
+            for conv in conversations:
+                yield conv.id, run(conv)
+            return
+        pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="memtrace-eval")
+        try:
+            futures = {pool.submit(run, conv): conv.id for conv in conversations}
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def run_on_worker(config: Mapping[str, Any], run_dir: str, conversation: Any,
+                  job: ConversationJob) -> tuple[ConversationRun, dict[str, Any]]:
+    """One conversation inside a Ray worker: ``(its run, the LM usage it cost)``.
+
+    Module level, so Ray ships it by reference (the worker imports this module). The LMs are built
+    here from the config, exactly as the driver would build them; the usage comes back because the
+    driver's ledger cannot see calls made in another process. A ConversationRun pickles as it is
+    (its graph is plain dataclasses and JSON-ready values).
+    """
+    from memtrace_opt.config import RunConfig
+    from memtrace_opt.lm.run_lms import build_run_lms
+    from memtrace_opt.systems.runner import run_conversation
+
+    cfg = RunConfig.model_validate(dict(config))  # a ``system.module`` is imported again here, registering it
+    lms = build_run_lms(cfg, Path(run_dir))
+    run = run_conversation(job.system_name, conversation, lms=lms.lms, prompts=job.prompts, settings=job.settings,
+                           judge=job.judge, use_audit=job.use_audit, run_id=job.run_id, dataset=job.dataset,
+                           resources=lms.resources)
+    return run, _usage_parts(lms.ledger)
+
+
+def _usage_parts(ledger: UsageLedger | None) -> dict[str, Any]:
+    """A ledger's totals without its lock (which does not pickle)."""
+    if ledger is None:
+        return {}
+    return {"total": ledger.total, "by_model": dict(ledger.by_model), "by_role": dict(ledger.by_role)}
+
+
+def _absorb_usage(ledger: UsageLedger | None, parts: Mapping[str, Any]) -> None:
+    """Add a worker's usage to the driver's ledger, so ``usage.json`` counts every call wherever it ran."""
+    if ledger is None or not parts:
+        return
+    from memtrace_opt.lm.usage import UsageTotals
+
+    def add(into: UsageTotals, more: UsageTotals) -> None:
+        for f in fields(UsageTotals):
+            setattr(into, f.name, getattr(into, f.name) + getattr(more, f.name))
+
+    with ledger._lock:
+        add(ledger.total, parts["total"])
+        for name, totals in parts["by_model"].items():
+            add(ledger.by_model.setdefault(name, UsageTotals()), totals)
+        for role, totals in parts["by_role"].items():
+            add(ledger.by_role.setdefault(role, UsageTotals()), totals)
+
+
+class RayExecutor:
+    """Each conversation a Ray task (:func:`run_on_worker`), at most ``workers`` in flight.
+
+    ``address``: None starts a local cluster (or joins ``RAY_ADDRESS``), ``"auto"`` the running one,
+    ``"ray://host:10001"`` a remote one; Ray is initialised on first use unless it already is, and left
+    running (later evaluations in the process reuse it). Tasks are submitted as slots free up, so a
+    failure leaves nothing queued: the tasks still running are cancelled and the task's own exception
+    (an LMError, a ConfigError...) is re-raised, chained to Ray's error with the remote traceback.
+
+    API keys: workers read them from their own environment, by the name in ``api_key_env``. A local
+    cluster started by this process inherits its environment; on a remote cluster the variable must be
+    set where the workers run. Key values are never sent through Ray (a runtime_env is stored and shown
+    by the cluster).
+    """
+
+    reports_questions = False
+
+    def __init__(self, config: RunConfig | Mapping[str, Any], run_dir: str | Path, *, address: str | None = None,
+                 workers: int = 1, ledger: UsageLedger | None = None) -> None:
+        from memtrace_opt.config import RunConfig
+
+        self.config = config.model_dump(mode="json") if isinstance(config, RunConfig) else dict(config)
+        self.run_dir = str(Path(run_dir).resolve())
+        self.address, self.workers, self.ledger = address, workers, ledger
+
+    def __repr__(self) -> str:
+        return f"RayExecutor(address={self.address!r}, workers={self.workers})"
+
+    def _ray(self) -> Any:
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(address=self.address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
+        return ray
+
+    def each_finished(self, run: Callable[[Any], ConversationRun], conversations: Sequence[Any],
+                      job: ConversationJob) -> Finished:
+        if not conversations:
+            return
+        ray = self._ray()
+        task = ray.remote(run_on_worker)
+        config = ray.put(self.config)  # once, not once per task
+        waiting = iter(conversations)
+        in_flight: dict[Any, str] = {}
+
+        def submit() -> None:
+            conv = next(waiting, None)
+            if conv is not None:
+                in_flight[task.remote(config, self.run_dir, conv, job)] = conv.id
+
+        try:
+            for _ in range(self.workers):
+                submit()
+            while in_flight:
+                (ready,), _ = ray.wait(list(in_flight), num_returns=1)
+                conv_id = in_flight.pop(ready)
+                conv_run, usage = _result(ray, ready)
+                _absorb_usage(self.ledger, usage)
+                submit()  # keep the slot busy while the caller checkpoints
+                yield conv_id, conv_run
+        finally:
+            for ref in in_flight:  # after a failure, or when the caller stops early
+                ray.cancel(ref)
+
+
+def _result(ray: Any, ref: Any) -> Any:
+    """A task's value; its failure re-raised as the task's own exception (so a MemtraceError stays one)."""
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as err:
+        cause = getattr(err, "cause", None)
+        if isinstance(cause, Exception):
+            raise cause from err
+        raise
+
+
+def make_executor(cfg: RunConfig, run_dir: str | Path, *, ledger: UsageLedger | None = None) -> Executor:
+    """The executor of ``cfg.executor``; a Ray one rebuilds the LMs from ``cfg`` in ``run_dir``'s cache."""
+    spec = cfg.executor
+    if spec.kind == "ray":
+        return RayExecutor(cfg, run_dir, address=spec.address, workers=spec.workers, ledger=ledger)
+    return LocalExecutor(spec.workers)

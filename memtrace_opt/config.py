@@ -204,6 +204,10 @@ class OptimizerConfig(_Section):
     #: Score GEPA's training minibatches by scoped replay: only the ops upstream of the minibatch's
     #: questions run again under a changed ingestion prompt (validation and held-out: full replay).
     scoped_replay: bool = True
+    #: After a round improves validation, undo each learned delta of the winner (an added rule, the
+    #: example block, an instruction edit) and keep the undo when validation does not fall: among
+    #: prompts validation cannot tell apart, the one with fewer changes (memtrace_opt/loop/pruning.py).
+    prune: bool = True
     deltas: list[Literal["demos", "rules", "lines"]] = Field(default_factory=lambda: ["demos", "rules", "lines"],
                                                               min_length=1)
 

@@ -53,7 +53,7 @@ def test_attributed_rewrites_only_the_blamed_component(tmp_path):
 
 
 def test_unattributed_ablation_rewrites_every_component(tmp_path):
-    ctx, _, reflection = make_ctx(tmp_path, "unattributed")
+    ctx, _, reflection = make_ctx(tmp_path, "unattributed", prune=False)
     state = run_loop(ctx)
     assert set(reflection.components) == set(TARGETS)
     assert sorted(state.final["changed_components"]) == sorted(TARGETS)
@@ -62,6 +62,18 @@ def test_unattributed_ablation_rewrites_every_component(tmp_path):
     blame = json.loads((tmp_path / "rounds" / "round_1" / "blame.json").read_text())
     assert {s["error_type"] for s in blame["signals"].values()} == {"ResponseError"}
     assert blame["summary"]["components"][QA_PROMPT]["count"] == 3
+
+
+def test_pruning_undoes_the_ablations_rewrites_that_validation_does_not_pay_for(tmp_path):
+    ctx, _, reflection = make_ctx(tmp_path, "unattributed")
+    state = run_loop(ctx)
+    assert set(reflection.components) == set(TARGETS)  # every component was still rewritten ...
+    assert state.final["changed_components"] == [QA_PROMPT]  # ... but only the answer prompt's rewrite paid
+    files = prompt_files(tmp_path)
+    assert files["fact_extraction"] == PROMPTS["fact_extraction"] and files["memory_update"] == PROMPTS["memory_update"]
+    pruning = json.loads((tmp_path / "rounds" / "round_1" / "optimizer.json").read_text())["pruning"]
+    assert {(s["component"], s["kept"]) for s in pruning} == {
+        ("fact_extraction", True), ("memory_update", True), (QA_PROMPT, False)}
 
 
 def test_answer_feedback_cycles_through_components(tmp_path):

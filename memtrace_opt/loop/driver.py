@@ -26,6 +26,7 @@ from memtrace_opt.loop.checkpoint import LoopState, RoundRecord, load_state, sav
 from memtrace_opt.loop.demo_pools import DEMOS_FILE, load_pools, round_pools, save_pools
 from memtrace_opt.loop.final import evaluate_heldout
 from memtrace_opt.loop.plan import GEPA_METHODS, LoopData, LoopPlan
+from memtrace_opt.loop.pruning import prune
 from memtrace_opt.loop.tuning import TUNING_FILE, tune_settings
 from memtrace_opt.optimizers.adapter import Attributor, MemoryPromptAdapter
 from memtrace_opt.optimizers.backend import SystemBackend
@@ -257,6 +258,8 @@ def _run_round(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter,
     rdir = round_dir(ctx.run_dir, r)
     write_json(rdir / "blame.json", blame.to_dict())
     out = _optimize(ctx, state, adapter, blame, train, rdir, meter, traces)
+    if ctx.plan.prune and out.val_score > state.best_val + 1e-9 and out.candidate != current:
+        out = _prune(ctx, adapter, current, out)
     write_prompts(rdir / "prompts", out.candidate, state.seed_candidate)
     write_json(rdir / "scores.json", {"train": _scores(traces), "validation": out.val_scores})
     write_json(rdir / "optimizer.json", out.info)
@@ -295,6 +298,23 @@ def _optimize(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter, 
         info["rules"] = proposer.rules_log
         info["lines"] = proposer.lines_log
     return _Outcome(outcome.best_candidate, outcome.best_score, outcome.val_scores, info, "gepa")
+
+
+def _prune(ctx: LoopContext, adapter: MemoryPromptAdapter, parent: dict[str, str], out: _Outcome) -> _Outcome:
+    """Undo the winner's learned deltas that validation does not pay for (:mod:`.pruning`)."""
+    val = ctx.data.validation_cases()
+
+    def evaluate(candidate: dict[str, str]) -> tuple[float, dict[str, float]]:
+        traces = adapter.run(val, candidate)
+        return _mean(traces), _scores(traces)
+
+    ctx.say(f"pruning: undo each learned delta, keep the undo if validation stays ≥ {100 * out.val_score:.1f}%")
+    result = prune(parent, out.candidate, out.val_score, out.val_scores, evaluate)
+    for step in result.log:
+        ctx.say(f"  undo {step['undo']} of {step['component']}: validation {100 * step['val_score']:.1f}% "
+                f"({'kept' if step['kept'] else 'reverted'})")
+    info = {**out.info, "pruning": result.log}
+    return _Outcome(result.candidate, result.score, result.scores, info, out.note)
 
 
 def _proposer(ctx: LoopContext, state: LoopState, blame: RoundBlame, traces: list[CaseTrace],

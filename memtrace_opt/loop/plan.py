@@ -58,6 +58,7 @@ class LoopPlan:
     acceptance: str = "strict"
     deltas: tuple[str, ...] = ("demos", "rules", "lines")
     scoped_replay: bool = True
+    prune: bool = True
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -87,7 +88,7 @@ class LoopPlan:
             proposer=getattr(opt, "proposer", "delta"), demo_tokens=getattr(opt, "demo_tokens", 400),
             max_demos=getattr(opt, "max_demos", 4), acceptance=getattr(opt, "acceptance", "strict"),
             deltas=tuple(getattr(opt, "deltas", ("demos", "rules", "lines"))),
-            scoped_replay=getattr(opt, "scoped_replay", True),
+            scoped_replay=getattr(opt, "scoped_replay", True), prune=getattr(opt, "prune", True),
         )
 
     @property
@@ -112,7 +113,7 @@ class LoopPlan:
                 "max_llm_calls": self.max_llm_calls, "minibatch_size": self.minibatch_size,
                 "proposer": self.proposer, "demo_tokens": self.demo_tokens, "max_demos": self.max_demos,
                 "acceptance": self.acceptance, "deltas": list(self.deltas),
-                "scoped_replay": self.scoped_replay}
+                "scoped_replay": self.scoped_replay, "prune": self.prune}
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,12 @@ def test_eval_resumes_and_refuses_a_different_config(tmp_path, capsys):
     with injected(again, resources={"embedder": HashEmbedder()}):
         assert main(["eval", str(cfg), "--quiet"]) == 0
     assert again["task"].n_calls == 0 and "resumed: mini-1, mini-2" in capsys.readouterr().out
+    with injected(scripted(), resources={"embedder": HashEmbedder()}):
+        assert main(["eval", str(cfg), "--quiet", "--json"]) == 0
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)  # --json: stdout holds the summary and nothing else
+    assert summary["n"] == 4 and 0.0 <= summary["accuracy"] <= 1.0 and Path(summary["run_dir"]).is_dir()
+    assert "resumed: mini-1, mini-2" in captured.err and captured.err.rstrip().splitlines()[-1].startswith("eval: 4 questions")
     changed = write_config(tmp_path, extra="seed: 7\n")
     with injected(scripted(), resources={"embedder": HashEmbedder()}):
         assert main(["eval", str(changed), "--quiet"]) == 2
@@ -125,6 +131,9 @@ def test_missing_config_file_exit_2(tmp_path, capsys):
 
 def test_systems_command_lists_prompts_and_settings(capsys):
     assert main(["systems"]) == 0
+    table = capsys.readouterr().out
+    assert "memory systems" in table and "fact_extraction" in table
+    assert main(["systems", "--json"]) == 0
     listed = {s["name"]: s for s in json.loads(capsys.readouterr().out)}
     assert listed["rag"]["prompts"] == ["question_answering"] and listed["rag"]["settings"]["chunk_tokens"] == 256
     assert listed["long_context"]["settings"]["context_tokens"] == 4000

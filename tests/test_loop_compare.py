@@ -115,6 +115,24 @@ def test_optimize_and_compare_cli(tmp_path, capsys):
     assert main(["optimize", str(config), "--method", "bogus", "--out", str(tmp_path / "x")]) == 2
 
 
+def test_optimize_follows_the_cli_convention_json_on_stdout_progress_on_stderr(tmp_path, capsys):
+    from memtrace_opt.commands.optimize import injected
+
+    config = write_config(tmp_path, "attributed")
+    task = accounted(TaskLM(conversations()), "task")
+    with injected({"task": task, "judge": task, "reflection": accounted(ReflectionLM(), "reflection")}):
+        assert main(["optimize", str(config)]) == 0
+        loud = capsys.readouterr()
+        assert main(["optimize", str(config), "--json", "--quiet"]) == 0  # resumed: nothing left to run
+        quiet = capsys.readouterr()
+    stamp = re.compile(r"^\[\d\d:\d\d:\d\d\] ", re.M)
+    assert stamp.search(loud.err) and "round 1/" in loud.err  # timestamped progress on stderr
+    assert loud.out.rstrip().splitlines()[-1].startswith("held-out (3 questions): no optimization 0.0% → optimized")
+    final = json.loads(quiet.out)  # stdout is one JSON document, nothing else
+    assert final["best_accuracy"] == 1.0 and final["run_dir"].endswith("cli-attributed") and final["n"] == 3
+    assert not stamp.search(quiet.err) and "held-out (3 questions)" in quiet.err  # the summary line only
+
+
 def loop_lms():
     task = accounted(TaskLM(conversations()), "task")
     return {"task": task, "judge": task, "reflection": accounted(ReflectionLM(), "reflection")}

@@ -18,7 +18,6 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from memtrace_opt.commands.console import stamped as _say
 from memtrace_opt.commands.lms import build_run_lms, injected, injected_resources, is_injected
 from memtrace_opt.errors import ConfigError, DatasetError
 
@@ -162,6 +161,15 @@ def _rerun(graph: Any, conv: Any, resources: Mapping[str, Any], notes: list[str]
                       resources=resources)
 
 
+def blame_counts(payload: Mapping[str, Any]) -> str:
+    """``"8 AnnotationError, 61 ResponseError"``: how many failures each error type got ("no failures")."""
+    counts: dict[str, int] = {}
+    for signal in payload["signals"]:
+        kind = signal["error_type"] or "unattributed"
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no failures"
+
+
 def summary_table(payload: Mapping[str, Any]) -> Any:
     """Blame per prompt component and error type, as a rich table."""
     from rich.table import Table
@@ -202,22 +210,18 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
     ) -> None:
         """Attribute each failed question to its earliest decisive faulty operation; writes RUN_DIR/blame.json."""
-        import json
-
-        from memtrace_opt.commands.console import table_console
+        from memtrace_opt.commands.console import Reporter
 
         if evidence is not None and evidence not in ("annotated", "pseudo", "auto"):
             raise ConfigError("--evidence", None, f"expected annotated, pseudo or auto, got {evidence!r}")
+        report = Reporter(quiet=quiet, as_json=as_json)
         payload = attribute_run(run_dir, method=method, counterfactual=counterfactual, evidence=evidence,
-                                llm_content=llm_content, progress=None if quiet else _say)
-        if as_json:
-            print(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
-        else:
-            console = table_console()
-            console.print(summary_table(payload))
-            for note in payload["notes"]:
-                console.print(f"note: {note}")
-            console.print(f"wrote {Path(run_dir) / 'blame.json'}")
+                                llm_content=llm_content, progress=report.progress)
+        report.result(payload, summary_table(payload))
+        for note in payload["notes"]:
+            report.note(f"note: {note}")
+        report.summary(f"attributed {len(payload['signals'])} failed question(s): {blame_counts(payload)} · "
+                       f"wrote {Path(run_dir) / 'blame.json'}")
         if payload["verification_failed"]:
             print(f"memtrace-opt: {payload['verification_failed']} counterfactual verification(s) failed "
                   "(listed above; their blame is tracing's, unverified)", file=sys.stderr)

@@ -12,14 +12,12 @@ NOTES.md §5): size ``--max-cases`` and the dataset slice accordingly, or point 
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
-from typing import Annotated, Any, Optional, Sequence
+from typing import Annotated, Any, Callable, Optional, Sequence
 
 import typer
 
-from memtrace_opt.commands.console import stamped as _say
 from memtrace_opt.errors import ConfigError
 
 __all__ = ["register", "run_bench", "SYSTEMS"]
@@ -67,7 +65,8 @@ def _settings(cfg: Any, system: str) -> dict[str, Any]:
 def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, methods: list[str] | None = None,
               max_cases: int = 100, max_real: int = 50, real: bool = True, evidence: str = "annotated",
               out: str | None = None, export: str | None = None, embed: Any = "default",
-              focus: bool = True, max_replay_calls: int | None = None, suite: str = "easy") -> dict[str, Any]:
+              focus: bool = True, max_replay_calls: int | None = None, suite: str = "easy",
+              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Build the cases, run the methods, write the JSON and the benchmark directory; returns the payload.
 
     Several configs pool their cases (a small dataset alone offers too few correct answers to inject
@@ -77,8 +76,10 @@ def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, 
     ``max_replay_calls`` caps the LM calls of each injection and counterfactual replay (a Mem0
     ingestion fault re-decides every later memory update); a capped injection is a counted skip.
     ``suite``: ``easy`` (evidence dropped, one case per error type) or ``hard`` (the subtler classes
-    of :mod:`memtrace_opt.attribution.inject_hard`, reported per class in ``by_class``).
+    of :mod:`memtrace_opt.attribution.inject_hard`, reported per class in ``by_class``). ``progress`` gets
+    progress lines (None: silent).
     """
+    say = progress or _silent
     from memtrace_opt.attribution.bench import bench_payload, evidence_recall, export_bench, run_methods
     from memtrace_opt.attribution.evidence import default_embed
     from memtrace_opt.attribution.benchcases import CaseBuilder
@@ -96,12 +97,12 @@ def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, 
     builder = CaseBuilder(per_type=max(1, math.ceil(max_cases / (len(systems) * per_system))),
                           max_real=max_real if real else 0, max_replay_calls=max_replay_calls, suite=suite)
     for slice_cfg in cfgs:
-        _add_slice(builder, slice_cfg, cfg, systems, lms, resources, real=real, focus=focus)
+        _add_slice(builder, slice_cfg, cfg, systems, lms, resources, real=real, focus=focus, say=say)
     embed_fn = pick_embed(embed, resources)
     chosen = _methods(methods or list(ALL_METHODS), lms, evidence, embed_fn, max_replay_calls)
-    _say(f"{len(builder.cases)} cases; running {', '.join(chosen)}")
+    say(f"{len(builder.cases)} cases; running {', '.join(chosen)}")
     results = run_methods(builder.cases, chosen, lms=lms,
-                          progress=lambda name, i: _say(f"{name}: {i}/{len(builder.cases)} cases"))
+                          progress=lambda name, i: say(f"{name}: {i}/{len(builder.cases)} cases"))
     payload = bench_payload(results, skipped=builder.skipped_summary())
     payload["pseudo_evidence_recall"] = evidence_recall(builder.cases, default_embed if embed_fn == "default" else embed_fn)
     payload["config"] = {"systems": systems, "max_cases": max_cases, "evidence": evidence,
@@ -111,12 +112,13 @@ def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, 
     payload["exported"] = [str(p) for p in export_bench(builder.cases, export_dir)]
     from memtrace_opt import run_dir as rd
 
-    rd.write_json(Path(out) if out else run_dir / "attribution_bench.json", payload)
+    payload["out"] = str(Path(out) if out else run_dir / "attribution_bench.json")
+    rd.write_json(Path(payload["out"]), payload)
     return payload
 
 
 def _add_slice(builder: Any, slice_cfg: Any, main_cfg: Any, systems: list[str], lms: dict[str, Any],
-               resources: dict[str, Any], *, real: bool, focus: bool) -> None:
+               resources: dict[str, Any], *, real: bool, focus: bool, say: Callable[[str], None]) -> None:
     """Run every system on one config's conversations and add their cases (until the quotas are met)."""
     from memtrace_opt.commands.attribute import load_conversations
     from memtrace_opt.systems.runner import make_rerun, run_conversation
@@ -130,7 +132,7 @@ def _add_slice(builder: Any, slice_cfg: Any, main_cfg: Any, systems: list[str], 
             if builder.full([system]):
                 break
             qas = list(conv.scored_qa())
-            _say(f"running {system} on {conv.id}")
+            say(f"running {system} on {conv.id}")
             run = run_conversation(system, conv, qas, lms=lms, prompts=prompts, settings=settings, judge=judge,
                                    resources=resources)
 
@@ -140,6 +142,10 @@ def _add_slice(builder: Any, slice_cfg: Any, main_cfg: Any, systems: list[str], 
 
             builder.add_run(run.graph, qas, rerun_for(qas), lms, system=system, real=real,
                             focus=rerun_for if focus else None)
+
+
+def _silent(message: str) -> None:
+    """The progress callback of a quiet run."""
 
 
 def _slice_label(cfg: Any) -> str:
@@ -200,26 +206,25 @@ def register(app: typer.Typer) -> None:
         suite: Annotated[str, typer.Option("--suite", help="easy (evidence dropped) or hard (partial, other "
                                                          "speaker, meaning changed, index write, trim, judged "
                                                          "wrongly; reported per class).")] = "easy",
+        quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
     ) -> None:
         """Benchmark the attribution methods on injected and real failures with ground truth."""
+        from memtrace_opt.commands.console import Reporter
+
         if evidence not in ("annotated", "pseudo"):
             raise ConfigError("--evidence", None, f"expected annotated or pseudo, got {evidence!r}")
         if suite not in ("easy", "hard"):
             raise ConfigError("--suite", None, f"expected easy or hard, got {suite!r}")
+        report = Reporter(quiet=quiet, as_json=as_json)
         payload = run_bench(config, systems=_split(systems, SYSTEMS, "--systems"),
                             methods=_split(methods, ALL_METHODS, "--methods"), max_cases=max_cases,
                             max_real=max_real, evidence=evidence, out=out, export=export, focus=not full_replay,
-                            max_replay_calls=max_replay_calls, suite=suite)
-        if as_json:
-            print(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
-            return
-        from memtrace_opt.commands.console import table_console
-
-        console = table_console()
-        console.print(bench_table(payload))
+                            max_replay_calls=max_replay_calls, suite=suite, progress=report.progress)
+        report.result(payload, bench_table(payload))
         recall = payload["pseudo_evidence_recall"]
         if recall["n"]:
-            console.print(f"pseudo-evidence recall@{recall['k']}: {recall['mean']:.3f} over {recall['n']} cases")
+            report.note(f"pseudo-evidence recall@{recall['k']}: {recall['mean']:.3f} over {recall['n']} cases")
         for key, reasons in payload["skipped"].items():
-            console.print(f"skipped {key}: " + "; ".join(f"{why} ×{n}" for why, n in reasons.items()))
-
+            report.note(f"skipped {key}: " + "; ".join(f"{why} ×{n}" for why, n in reasons.items()))
+        report.summary(f"bench-attribution: {payload['cases']} cases, {len(payload['rows'])} methods · "
+                       f"wrote {payload['out']}")

@@ -9,15 +9,13 @@ minutes on two cores; every figure is a ratio against the first mode measured in
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from memtrace_opt.commands.console import stamped as _say
 from memtrace_opt.errors import ConfigError
 
 __all__ = ["register", "run_bench_lm"]
@@ -40,8 +38,11 @@ def _conversation(dataset: Optional[Path], conversation: Optional[str], sessions
 
 def run_bench_lm(*, system: str = "mem0", modes: tuple[str, ...] = ("none", "ngram_mod"), sessions: int = 1,
                  questions: int = 3, dataset: Optional[Path] = None, conversation: Optional[str] = None,
-                 model: str = "qwen-1.5b", threads: Optional[int] = None) -> dict[str, Any]:
-    """Both measurements on the embedded model; the JSON-ready result (see the module docstring)."""
+                 model: str = "qwen-1.5b", threads: Optional[int] = None,
+                 progress: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
+    """Both measurements on the embedded model; the JSON-ready result (see the module docstring).
+    ``progress`` gets progress lines (None: silent)."""
+    say = progress or (lambda message: None)
     from memtrace_opt.lm.embedded import SPECULATIVE_MODES, EmbeddedLlama
     from memtrace_opt.lm_bench import measure_scoped_replay, measure_speculation
     from memtrace_opt.systems.registry import get_system
@@ -63,7 +64,7 @@ def run_bench_lm(*, system: str = "mem0", modes: tuple[str, ...] = ("none", "ngr
         loaded[mode] = EmbeddedLlama(model, threads=threads, speculative=mode)
         return loaded[mode]
 
-    _say(f"bench-lm: {system} on {conv.id}, {sessions} session(s) = {turns} turns, {len(qas)} question(s); "
+    say(f"bench-lm: {system} on {conv.id}, {sessions} session(s) = {turns} turns, {len(qas)} question(s); "
          f"modes {', '.join(modes)}")
     spec = measure_speculation(system, conv, qas, make_lm, modes, turns=turns)
     graph = spec.pop("graph")
@@ -79,7 +80,7 @@ def run_bench_lm(*, system: str = "mem0", modes: tuple[str, ...] = ("none", "ngr
     if ingestion:
         lm = make_lm(modes[0])
         changed = {ingestion[0]: prompts[ingestion[0]] + CHANGED_RULE}
-        _say(f"bench-lm: scoring a changed {ingestion[0]} prompt on {len(qas)} question(s), scoped then full replay")
+        say(f"bench-lm: scoring a changed {ingestion[0]} prompt on {len(qas)} question(s), scoped then full replay")
         scoped = measure_scoped_replay(system, conv, graph, qas, changed, lm)
         result["scoped_replay"] = scoped
         result["scoped_replay.ratio_to_full"] = scoped["ratio_lm_calls"]
@@ -103,22 +104,33 @@ def register(app: typer.Typer) -> None:
         conversation: Annotated[Optional[str], typer.Option(help="Conversation id (default: the first).")] = None,
         threads: Annotated[Optional[int], typer.Option(min=1, help="Model threads (default: all cores).")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+        quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
     ) -> None:
         """Measure speculative decoding and scoped replay on the embedded model (minutes on 2 cores)."""
+        from memtrace_opt.commands.console import Reporter
+
+        report = Reporter(quiet=quiet, as_json=as_json)
         result = run_bench_lm(system=system, modes=tuple(m.strip() for m in modes.split(",") if m.strip()),
                               sessions=sessions, questions=questions, dataset=dataset, conversation=conversation,
-                              threads=threads)
-        if as_json:
-            typer.echo(json.dumps(result))
-            return
-        for mode, row in result["speculation"]["modes"].items():
-            typer.echo(f"{mode}: {row['seconds_per_turn']} s/turn (x{row['speedup_per_turn']}), identical outputs: "
-                       f"{row['identical_outputs']}")
-            for name, stats in row["ops"].items():
-                typer.echo(f"  {name}: {stats['calls']} calls, {stats['lm_s']} s, {stats['tok_s_overall']} tok/s, "
-                           f"x{stats['speedup']}")
-        scoped = result.get("scoped_replay")
-        if scoped:
-            typer.echo(f"scoped replay: {scoped['scoped']['lm_calls']} vs {scoped['full']['lm_calls']} LM calls "
-                       f"(ratio {scoped['ratio_lm_calls']}), {scoped['scoped']['seconds']} vs "
-                       f"{scoped['full']['seconds']} s, same answers: {scoped['same_answers']}")
+                              threads=threads, progress=report.progress)
+        report.result(result, *_lines(result))
+        first = next(iter(result["speculation"]["modes"].values()), {})
+        report.summary(f"bench-lm: {system}, {len(result['speculation']['modes'])} mode(s), baseline "
+                       f"{first.get('seconds_per_turn', '?')} s/turn")
+
+
+def _lines(result: dict[str, Any]) -> list[str]:
+    """The human-readable result: per mode and op kind, then scoped vs full replay."""
+    lines = []
+    for mode, row in result["speculation"]["modes"].items():
+        lines.append(f"{mode}: {row['seconds_per_turn']} s/turn (x{row['speedup_per_turn']}), identical outputs: "
+                     f"{row['identical_outputs']}")
+        for name, stats in row["ops"].items():
+            lines.append(f"  {name}: {stats['calls']} calls, {stats['lm_s']} s, {stats['tok_s_overall']} tok/s, "
+                         f"x{stats['speedup']}")
+    scoped = result.get("scoped_replay")
+    if scoped:
+        lines.append(f"scoped replay: {scoped['scoped']['lm_calls']} vs {scoped['full']['lm_calls']} LM calls "
+                     f"(ratio {scoped['ratio_lm_calls']}), {scoped['scoped']['seconds']} vs "
+                     f"{scoped['full']['seconds']} s, same answers: {scoped['same_answers']}")
+    return lines

@@ -7,7 +7,6 @@ CI and p-value, rollouts, LM calls, tokens and wall time (see :mod:`memtrace_opt
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
@@ -27,13 +26,10 @@ def register(app: typer.Typer) -> None:
         from memtrace_opt.loop.compare import compare_runs, render_table
 
         rows = compare_runs(run_dirs)
-        if as_json:
-            typer.echo(json.dumps({"rows": [r.to_dict() for r in rows]}, indent=2))
-            return
-        from memtrace_opt.commands.console import table_console
+        from memtrace_opt.commands.console import Reporter
 
-        console = table_console()
-        console.print(render_table(rows))
+        report = Reporter(as_json=as_json)
+        report.result({"rows": [r.to_dict() for r in rows]}, render_table(rows))
         for r in rows:
             for warning in r.warnings:
-                console.print(f"[yellow]warning[/yellow] {r.run_dir}: {warning}")
+                report.note(f"warning {r.run_dir}: {warning}")

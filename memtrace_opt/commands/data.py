@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -33,11 +32,28 @@ def register(app: typer.Typer) -> None:
         include_adversarial: Annotated[
             bool, typer.Option("--include-adversarial", help="Score LoCoMo category 5 too.")
         ] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     ) -> None:
-        """Print conversation, session, turn and question counts as JSON."""
+        """Print conversation, session, turn and question counts."""
+        from rich.table import Table
+
+        from memtrace_opt.commands.console import Reporter
         from memtrace_opt.data import dataset_stats, load_dataset
 
         ds = load_dataset(dataset.value, path, audit_path=audit, include_adversarial=include_adversarial)
-        typer.echo(json.dumps(dataset_stats(ds), indent=2))
+        stats = dataset_stats(ds)
+        table = Table(title=f"{dataset.value} dataset")
+        table.add_column("count")
+        table.add_column("value", justify="right")
+        for key, value in stats.items():
+            table.add_row(key, _inline(value))
+        Reporter(as_json=as_json).result(stats, table)
 
     app.add_typer(data_app, name="data")
+
+
+def _inline(value: Any) -> str:
+    """A nested count (per category, per conversation) on one line."""
+    if isinstance(value, dict):  # per category, per flag
+        return ", ".join(f"{k}: {v}" for k, v in value.items())
+    return str(value)

@@ -96,13 +96,16 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
         force: Annotated[bool, typer.Option("--force", help="Resume although the config changed (recorded in "
                                                             "config_changes.json).")] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="Print summary.json instead of a table.")] = False,
     ) -> None:
         """Evaluate the config's memory system on its dataset slice; writes graphs, results and a summary."""
-        from memtrace_opt.commands.console import table_console
+        from memtrace_opt.commands.console import Reporter
 
+        report = Reporter(quiet=quiet, as_json=as_json)
         result = run_eval(config, resume=resume, out=out, dataset_path=dataset_path, progress=not quiet, force=force)
-        console = table_console()
-        console.print(summary_table(result.summary))
+        report.result({**dict(result.summary), "run_dir": str(result.run_dir)}, summary_table(result.summary))
         if result.resumed:
-            console.print(f"resumed: {', '.join(result.resumed)} (already finished)")
-        console.print(f"run dir: {result.run_dir}")
+            report.note(f"resumed: {', '.join(result.resumed)} (already finished)")
+        summary = result.summary
+        report.summary(f"eval: {summary.get('n', 0)} questions, accuracy {100 * summary.get('accuracy', 0):.1f}% · "
+                       f"run dir: {result.run_dir}")

@@ -13,11 +13,10 @@ Tests run it without a model through :func:`injected` (LM clients by role, optio
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from memtrace_opt.commands.console import stamped
 from memtrace_opt.commands.lms import injected
 from memtrace_opt.config import RunConfig
 from memtrace_opt.errors import ConfigError
@@ -26,8 +25,10 @@ __all__ = ["injected", "register", "run_optimize"]
 
 def run_optimize(config: str | Path | RunConfig, *, method: str | None = None, resume: bool = True,
                  out: str | None = None, tuning_from: str | None = None, dataset_path: str | None = None,
-                 cache_dir: str | None = None, force: bool = False) -> tuple[Any, Path]:
-    """Run (or resume) the loop of ``config``; returns ``(final LoopState, run dir)``."""
+                 cache_dir: str | None = None, force: bool = False,
+                 progress: Callable[[str], None] | None = None) -> tuple[Any, Path]:
+    """Run (or resume) the loop of ``config``; returns ``(final LoopState, run dir)``. ``progress`` gets the
+    loop's progress lines (None: silent)."""
     from memtrace_opt import run_dir as rd
     from memtrace_opt.assemble import build_context, prepare_run
     from memtrace_opt.loop import run_loop
@@ -39,7 +40,7 @@ def run_optimize(config: str | Path | RunConfig, *, method: str | None = None, r
     with run_lock(run_dir, "optimize"):
         changed = rd.check_same_config(run_dir, cfg, source, "choose another --out for the changed config",
                                        force=force) if resume else []
-        ctx, ledger = build_context(cfg, method=method, run_dir=run_dir, tuning_from=tuning_from, progress=stamped)
+        ctx, ledger = build_context(cfg, method=method, run_dir=run_dir, tuning_from=tuning_from, progress=progress)
         if not resume or changed or not (run_dir / rd.CONFIG_FILE).exists():
             rd.write_config(run_dir, cfg)
         state = run_loop(ctx, resume=resume)
@@ -93,28 +94,32 @@ def register(app: typer.Typer) -> None:
         ] = True,
         force: Annotated[bool, typer.Option("--force", help="With --resume: accept a changed config (recorded in "
                                                             "config_changes.json).")] = False,
+        quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="Print final.json (without per-question cases) "
+                                                             "instead of the tables.")] = False,
     ) -> None:
         """Attribute failures, optimize the blamed prompts, compare seed vs optimized on held-out questions."""
-        from memtrace_opt.commands.console import table_console
+        from memtrace_opt.commands.console import Reporter
 
+        report = Reporter(quiet=quiet, as_json=as_json)
         state, run_dir = run_optimize(config, method=method, resume=resume, out=out, tuning_from=tuning_from,
-                                      dataset_path=dataset_path, cache_dir=cache_dir, force=force)
-        console = table_console()
-        console.print(rounds_table(state))
+                                      dataset_path=dataset_path, cache_dir=cache_dir, force=force,
+                                      progress=report.progress)
         final = state.final or {}
-        console.print(
+        report.result({**final, "stop_reason": state.stop_reason, "spend": state.spend, "run_dir": str(run_dir)},
+                      rounds_table(state))
+        if final.get("n"):
+            report.note(_effect_line(run_dir))
+        spend = state.spend
+        report.note(f"spent: {spend.get('rollouts', 0)} rollouts, {spend.get('llm_calls', 0)} LM calls "
+                    f"({spend.get('cached_calls', 0)} cached), {spend.get('wall_s', 0):.0f} s")
+        if attribute:
+            _attribute_heldout(run_dir, report)
+        report.summary(
             f"held-out ({final.get('n', 0)} questions): no optimization {100 * final.get('seed_accuracy', 0):.1f}% → "
             f"optimized {100 * final.get('best_accuracy', 0):.1f}% · changed: "
-            f"{', '.join(final.get('changed_components') or []) or 'nothing'} · stop: {state.stop_reason}"
-        )
-        if final.get("n"):
-            console.print(_effect_line(run_dir))
-        spend = state.spend
-        console.print(f"spent: {spend.get('rollouts', 0)} rollouts, {spend.get('llm_calls', 0)} LM calls "
-                      f"({spend.get('cached_calls', 0)} cached), {spend.get('wall_s', 0):.0f} s")
-        if attribute:
-            _attribute_heldout(run_dir, console)
-        console.print(f"run dir: {run_dir}")
+            f"{', '.join(final.get('changed_components') or []) or 'nothing'} · stop: {state.stop_reason} · "
+            f"run dir: {run_dir}")
 
 
 def _effect_line(run_dir: Path) -> str:
@@ -132,14 +137,10 @@ def _effect_line(run_dir: Path) -> str:
             f"p = {row.p_value:.3f} · {fixed} questions fixed, {broke} broken")
 
 
-def _attribute_heldout(run_dir: Path, console: Any) -> None:
+def _attribute_heldout(run_dir: Path, report: Any) -> None:
     """Blame every held-out failure of the final prompts, so the run's report says why each one failed."""
-    from memtrace_opt.commands.attribute import attribute_run
+    from memtrace_opt.commands.attribute import attribute_run, blame_counts
 
     # counterfactual and evidence as the run config's attribution section says
-    payload = attribute_run(run_dir, progress=stamped)
-    counts: dict[str, int] = {}
-    for signal in payload["signals"]:
-        counts[signal["error_type"] or "unattributed"] = counts.get(signal["error_type"] or "unattributed", 0) + 1
-    summary = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no failures"
-    console.print(f"held-out failures attributed: {summary} (blame.json)")
+    payload = attribute_run(run_dir, progress=report.progress)
+    report.note(f"held-out failures attributed: {blame_counts(payload)} (blame.json)")

@@ -1,13 +1,12 @@
 """``memtrace-opt systems``: which memory systems exist, their prompt components and default settings.
 
-What a config's ``system.name``, ``system.prompts`` and ``system.settings`` may say, as JSON, so a
-user (or a script) can write a config without reading the source.
+What a config's ``system.name``, ``system.prompts`` and ``system.settings`` may say, as a table (or
+JSON with ``--json``), so a user (or a script) can write a config without reading the source.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -38,6 +37,19 @@ def register(app: typer.Typer) -> None:
     """Add the ``systems`` command to the CLI."""
 
     @app.command("systems")
-    def systems() -> None:
-        """List the memory systems with their prompt components and default settings (JSON)."""
-        typer.echo(json.dumps(describe_systems(), indent=2))
+    def systems(
+        as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    ) -> None:
+        """List the memory systems with their prompt components and default settings."""
+        from rich.table import Table
+
+        from memtrace_opt.commands.console import Reporter
+
+        described = describe_systems()
+        table = Table(title="memory systems")
+        for column in ("system", "prompt components", "default settings"):
+            table.add_column(column)
+        for row in described:
+            settings = ", ".join(f"{k}={v}" for k, v in (row.get("settings") or {}).items())
+            table.add_row(row["name"], ", ".join(row.get("prompts") or []), settings or "-")
+        Reporter(as_json=as_json).result(described, table)

@@ -43,7 +43,8 @@ def export_run(run: Path, out: Path) -> None:
         rounds.append({k: r.get(k) for k in ("index", "train_conversations", "failures", "cases", "blamed",
                                              "unoptimizable", "optimized", "val_score", "improved", "spend", "note")}
                       | {"candidates": opt.get("candidates"), "metric_calls": opt.get("metric_calls"),
-                         "proposals": proposals, "rules": opt.get("rules", []), "lines": opt.get("lines", [])})
+                         "proposals": proposals, "rules": opt.get("rules", []), "lines": opt.get("lines", []),
+                         "pruning": opt.get("pruning", [])})
     (out / f"{method}_rounds.json").write_text(json.dumps({"baseline_val": checkpoint.get("baseline_val"),
                                                           "best_val": checkpoint.get("best_val"),
                                                           "stop_reason": checkpoint.get("stop_reason"),

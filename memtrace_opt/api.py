@@ -15,23 +15,14 @@ the config names, which is how a user tests a system without a model::
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from memtrace_opt.config import RunConfig
+from memtrace_opt.lm.run_lms import Injected
 
 __all__ = ["attribute", "compare", "evaluate", "optimize"]
-
-
-@contextmanager
-def _models(lms: Mapping[str, Any] | None, resources: Mapping[str, Any] | None) -> Iterator[None]:
-    """Run with the given LM clients instead of the configured models (no-op when ``lms`` is None)."""
-    from memtrace_opt.lm.run_lms import injected
-
-    with injected(lms, resources) if lms is not None else nullcontext():
-        yield
 
 
 def evaluate(config: str | Path | RunConfig, *, out: str | Path | None = None, resume: bool = True,
@@ -39,36 +30,37 @@ def evaluate(config: str | Path | RunConfig, *, out: str | Path | None = None, r
              resources: Mapping[str, Any] | None = None, progress: bool = False, force: bool = False) -> Any:
     """Run the config's memory system on its dataset slice; an ``EvaluationRun`` (``run_dir``, ``results``,
     ``summary``). Same as ``memtrace-opt eval``."""
-    from memtrace_opt.commands.eval import run_eval
+    from memtrace_opt.eval_run import run_eval
 
-    with _models(lms, resources):
-        return run_eval(config, resume=resume, out=None if out is None else str(out),
-                        dataset_path=None if dataset_path is None else str(dataset_path), progress=progress,
-                        force=force)
+    return run_eval(config, resume=resume, out=None if out is None else str(out),
+                    dataset_path=None if dataset_path is None else str(dataset_path), progress=progress,
+                    force=force, injected=Injected.of(lms, resources))
 
 
-def attribute(run_dir: str | Path, *, method: str = "tracing", counterfactual: bool = True, evidence: str = "auto",
-              lms: Mapping[str, Any] | None = None, resources: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def attribute(run_dir: str | Path, *, method: str = "tracing", counterfactual: bool | None = None,
+              evidence: str | None = None, lms: Mapping[str, Any] | None = None,
+              resources: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Blame every failed question of an evaluated run; the ``blame.json`` payload (also written there).
-    Same as ``memtrace-opt attribute``."""
-    from memtrace_opt.commands.attribute import attribute_run
+    Same as ``memtrace-opt attribute``: ``counterfactual`` and ``evidence`` default to the run config's."""
+    from memtrace_opt.blame_run import attribute_run
 
-    with _models(lms, resources):
-        return attribute_run(run_dir, method=method, counterfactual=counterfactual, evidence=evidence)
+    return attribute_run(run_dir, method=method, counterfactual=counterfactual, evidence=evidence,
+                         injected=Injected.of(lms, resources))
 
 
 def optimize(config: str | Path | RunConfig, *, method: str | None = None, out: str | Path | None = None,
-             resume: bool = False, lms: Mapping[str, Any] | None = None, resources: Mapping[str, Any] | None = None,
+             resume: bool = True, lms: Mapping[str, Any] | None = None, resources: Mapping[str, Any] | None = None,
              tuning_from: str | Path | None = None, cache_dir: str | Path | None = None,
              force: bool = False) -> Any:
     """Run (or resume) the closed loop; the final ``LoopState`` (``state.final`` holds the held-out
-    comparison, the run dir the rounds, prompts and report files). Same as ``memtrace-opt optimize``."""
-    from memtrace_opt.commands.optimize import run_optimize
+    comparison, the run dir the rounds, prompts and report files). Same as ``memtrace-opt optimize``
+    (which resumes by default too)."""
+    from memtrace_opt.optimize_run import run_optimize
 
-    with _models(lms, resources):
-        state, _ = run_optimize(config, method=method, resume=resume, out=None if out is None else str(out),
-                                tuning_from=None if tuning_from is None else str(tuning_from),
-                                cache_dir=None if cache_dir is None else str(cache_dir), force=force)
+    state, _ = run_optimize(config, method=method, resume=resume, out=None if out is None else str(out),
+                            tuning_from=None if tuning_from is None else str(tuning_from),
+                            cache_dir=None if cache_dir is None else str(cache_dir), force=force,
+                            injected=Injected.of(lms, resources))
     return state
 
 

@@ -82,8 +82,9 @@ def make_judge(kind: str, lm: Any) -> Any:
 
 
 def build_context(cfg: RunConfig, *, method: str | None, run_dir: Path, tuning_from: str | None,
-                  progress: Callable[[str], None] | None = None) -> tuple[Any, Any]:
-    """``(LoopContext, usage ledger or None)``: everything the closed loop needs, from ``cfg``."""
+                  progress: Callable[[str], None] | None = None, injected: Any = None) -> tuple[Any, Any]:
+    """``(LoopContext, usage ledger or None)``: everything the closed loop needs, from ``cfg`` (``injected``:
+    LM clients that replace the configured models, see :class:`memtrace_opt.lm.run_lms.Injected`)."""
     from memtrace_opt.lm.run_lms import build_run_lms
     from memtrace_opt.loop import LoopContext, LoopPlan
     from memtrace_opt.loop.blaming import make_attributor
@@ -92,7 +93,7 @@ def build_context(cfg: RunConfig, *, method: str | None, run_dir: Path, tuning_f
 
     plan = LoopPlan.from_config(cfg, method=method)
     data = split_dataset(dataset_slice(cfg), cfg.split)
-    run = build_run_lms(cfg, run_dir)
+    run = build_run_lms(cfg, run_dir, injected)
     lms = run.lms
     backend = RunnerBackend(cfg.system.name, lms={"task": lms["task"], "judge": lms["judge"]},
                             settings=cfg.system.settings, judge=cfg.eval.judge, resources=run.resources)

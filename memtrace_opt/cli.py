@@ -13,6 +13,7 @@ import sys
 import typer
 
 from memtrace_opt.errors import MemtraceError
+from memtrace_opt.lm.run_lms import Injected
 
 COMMAND_MODULES: tuple[str, ...] = (
     "memtrace_opt.commands.data",
@@ -47,11 +48,15 @@ INTERRUPTED = 130
 _INTERRUPTED_LINE = "memtrace-opt: interrupted; finished work is checkpointed, rerun the same command to resume"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the app, turning user errors into one line on stderr and a non-zero exit."""
+def main(argv: list[str] | None = None, *, injected: Injected | None = None) -> int:
+    """Entry point: run the app, turning user errors into one line on stderr and a non-zero exit.
+
+    ``injected`` hands the commands LM clients instead of the configured models (tests and embedding
+    callers); the commands receive it as the click context object and pass it down explicitly.
+    """
     try:
         # In non-standalone mode typer turns Ctrl-C into Exit(130) and *returns* that code.
-        returned = app(args=argv, standalone_mode=False)
+        returned = app(args=argv, standalone_mode=False, obj=injected)
     except MemtraceError as err:
         print(f"memtrace-opt: {err.one_line()}", file=sys.stderr)
         return err.exit_code

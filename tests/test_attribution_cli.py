@@ -10,8 +10,7 @@ import pytest
 
 from memtrace_opt.attribution.text import content_tokens
 from memtrace_opt.cli import main
-from memtrace_opt.commands import attribute as attribute_cmd
-from memtrace_opt.commands.eval import injected as eval_injected
+from memtrace_opt.lm.run_lms import Injected
 from memtrace_opt.lm.base import LMResult
 from tests.scripted_lm import HashEmbedder, ScriptedLM, judge_lm
 
@@ -53,8 +52,8 @@ def write_config(tmp_path: Path, system: str) -> Path:
 @pytest.fixture(scope="module")
 def rag_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rag")
-    with eval_injected(lms(), resources=RESOURCES):
-        assert main(["eval", str(write_config(tmp, "rag")), "--quiet"]) == 0
+    inj = Injected.of(lms(), resources=RESOURCES)
+    assert main(["eval", str(write_config(tmp, "rag")), "--quiet"], injected=inj) == 0
     return tmp / "out" / "t"
 
 
@@ -64,8 +63,8 @@ def failed_ids(run: Path) -> list[str]:
 
 
 def test_attribute_writes_blame_json_for_every_failed_question(rag_run, capsys):
-    with attribute_cmd.injected(lms(), resources=RESOURCES):
-        assert main(["attribute", str(rag_run)]) == 0
+    inj = Injected.of(lms(), resources=RESOURCES)
+    assert main(["attribute", str(rag_run)], injected=inj) == 0
     payload = json.loads((rag_run / "blame.json").read_text())
     signals = payload["signals"]
     assert sorted(s["case_id"] for s in signals) == failed_ids(rag_run)
@@ -83,22 +82,22 @@ def test_attribute_writes_blame_json_for_every_failed_question(rag_run, capsys):
 
 
 def test_attribute_quiet_prints_no_progress(rag_run, capsys):
-    with attribute_cmd.injected({}, resources=RESOURCES):
-        assert main(["attribute", str(rag_run), "--no-counterfactual", "--quiet"]) == 0
+    inj = Injected.of({}, resources=RESOURCES)
+    assert main(["attribute", str(rag_run), "--no-counterfactual", "--quiet"], injected=inj) == 0
     assert "attributing" not in capsys.readouterr().err
 
 
 def test_attribute_without_counterfactual_needs_no_lm(rag_run):
-    with attribute_cmd.injected({}, resources=RESOURCES):  # no LM; the fake embedder for pseudo-evidence
-        assert main(["attribute", str(rag_run), "--no-counterfactual", "--json"]) == 0
+    inj = Injected.of({}, resources=RESOURCES)
+    assert main(["attribute", str(rag_run), "--no-counterfactual", "--json"], injected=inj) == 0
     payload = json.loads((rag_run / "blame.json").read_text())
     assert payload["counterfactual"] is False
     assert all(s["counterfactual_rescued"] is None and s["cost"]["replays"] == 0 for s in payload["signals"])
 
 
 def test_attribute_with_a_baseline_method(rag_run):
-    with attribute_cmd.injected(lms(), resources=RESOURCES):
-        assert main(["attribute", str(rag_run), "--method", "all_at_once"]) == 0
+    inj = Injected.of(lms(), resources=RESOURCES)
+    assert main(["attribute", str(rag_run), "--method", "all_at_once"], injected=inj) == 0
     signals = json.loads((rag_run / "blame.json").read_text())["signals"]
     assert signals and all(s["method"] == "all_at_once" and s["error_type"] == "ResponseError" for s in signals)
     assert all(s["op_id"] is None and s["cost"]["llm_calls"] == 1 for s in signals)
@@ -106,8 +105,8 @@ def test_attribute_with_a_baseline_method(rag_run):
 
 def test_attribute_with_the_llm_content_judge(rag_run):
     roles = lms()
-    with attribute_cmd.injected(roles, resources=RESOURCES):
-        assert main(["attribute", str(rag_run), "--no-counterfactual", "--llm-content"]) == 0
+    inj = Injected.of(roles, resources=RESOURCES)
+    assert main(["attribute", str(rag_run), "--no-counterfactual", "--llm-content"], injected=inj) == 0
     payload = json.loads((rag_run / "blame.json").read_text())
     assert payload["method"] == "tracing+llm" and len(payload["signals"]) == len(failed_ids(rag_run))
     calls = sum(s["cost"]["llm_calls"] for s in payload["signals"])
@@ -123,9 +122,9 @@ def test_attribute_errors_are_one_line(tmp_path, capsys):
 
 def test_bench_attribution_json_rows_and_export(tmp_path, capsys):
     cfg = write_config(tmp_path, "rag")
-    with attribute_cmd.injected(lms(), resources=RESOURCES):
-        code = main(["bench-attribution", str(cfg), "--systems", "rag,long_context", "--max-cases", "10",
-                     "--methods", "tracing,tracing+cf,flat_log", "--json"])
+    inj = Injected.of(lms(), resources=RESOURCES)
+    code = main(["bench-attribution", str(cfg), "--systems", "rag,long_context", "--max-cases", "10",
+                 "--methods", "tracing,tracing+cf,flat_log", "--json"], injected=inj)
     assert code == 0
     payload = json.loads(capsys.readouterr().out)
     assert [r["method"] for r in payload["rows"]] == ["tracing", "tracing+cf", "flat_log"]
@@ -154,9 +153,9 @@ def test_bench_attribution_pools_cases_from_several_configs(tmp_path, capsys):
         (path / "run.yaml").write_text(f"run_name: t\noutput_dir: out\ndataset:\n  name: mini\n"
                                        f"  conversations: [{conv}]\nsystem:\n  name: rag\n"
                                        "  settings: {top_k: 2}\neval:\n  judge: llm\n")
-    with attribute_cmd.injected(lms(), resources=RESOURCES):
-        code = main(["bench-attribution", str(first / "run.yaml"), str(second / "run.yaml"), "--max-cases", "40",
-                     "--methods", "tracing", "--json"])
+    inj = Injected.of(lms(), resources=RESOURCES)
+    code = main(["bench-attribution", str(first / "run.yaml"), str(second / "run.yaml"), "--max-cases", "40",
+                 "--methods", "tracing", "--json"], injected=inj)
     assert code == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["config"]["datasets"] == ["mini[mini-1]", "mini[mini-2]"]
@@ -170,9 +169,9 @@ def test_bench_attribution_replays_one_question_unless_told(tmp_path, capsys, fl
     from memtrace_opt.graph.io_json import load_json
 
     cfg = write_config(tmp_path, "long_context")
-    with attribute_cmd.injected(lms(), resources=RESOURCES):
-        assert main(["bench-attribution", str(cfg), "--max-cases", "5", "--max-real", "0", "--methods", "tracing",
-                     "--json", *flag]) == 0
+    inj = Injected.of(lms(), resources=RESOURCES)
+    assert main(["bench-attribution", str(cfg), "--max-cases", "5", "--max-real", "0", "--methods", "tracing",
+                 "--json", *flag], injected=inj) == 0
     capsys.readouterr()
     exported = list((tmp_path / "out" / "t" / "attribution_bench" / "long_context").glob("*.jsonl.gz"))
     answered = {len([s for s in load_json(p).sessions if s.startswith("answer:")]) for p in exported}
@@ -182,9 +181,9 @@ def test_bench_attribution_replays_one_question_unless_told(tmp_path, capsys, fl
 def test_bench_attribution_skips_injections_over_the_replay_budget(tmp_path, capsys):
     """A replay cap of one LM call: RAG's re-answer plus re-judge needs two, so those injections are skipped."""
     cfg = write_config(tmp_path, "rag")
-    with attribute_cmd.injected(lms(), resources=RESOURCES):
-        assert main(["bench-attribution", str(cfg), "--max-cases", "10", "--max-real", "0", "--methods", "tracing",
-                     "--max-replay-calls", "1", "--json"]) == 0
+    inj = Injected.of(lms(), resources=RESOURCES)
+    assert main(["bench-attribution", str(cfg), "--max-cases", "10", "--max-real", "0", "--methods", "tracing",
+                 "--max-replay-calls", "1", "--json"], injected=inj) == 0
     payload = json.loads(capsys.readouterr().out)
     reasons = {why for per_type in payload["skipped"].values() for why in per_type}
     assert "replay over the LM-call budget" in reasons
@@ -198,8 +197,8 @@ def test_a_failed_verification_is_an_error_line_and_counted_never_silent(rag_run
         raise RuntimeError("replay exploded")
 
     monkeypatch.setattr(cf, "replay", broken_replay)
-    with attribute_cmd.injected(lms(), resources=RESOURCES):
-        assert main(["attribute", str(rag_run)]) == 1
+    inj = Injected.of(lms(), resources=RESOURCES)
+    assert main(["attribute", str(rag_run)], injected=inj) == 1
     payload = json.loads((rag_run / "blame.json").read_text())
     err = capsys.readouterr().err
     assert payload["verification_failed"] >= 1
@@ -214,11 +213,10 @@ def test_attribute_in_a_fresh_process_verifies_every_blame(rag_run):
 
     code = (
         "import sys\n"
-        "from memtrace_opt.commands import attribute as a\n"
+        "from memtrace_opt.lm.run_lms import Injected\n"
         "from tests.test_attribution_cli import lms, RESOURCES\n"
         "from memtrace_opt.cli import main\n"
-        "with a.injected(lms(), resources=RESOURCES):\n"
-        f"    sys.exit(main(['attribute', {str(rag_run)!r}, '--json']))\n"
+        f"sys.exit(main(['attribute', {str(rag_run)!r}, '--json'], injected=Injected(lms(), RESOURCES)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parents[1])

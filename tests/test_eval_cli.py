@@ -9,7 +9,7 @@ import pytest
 
 from memtrace_opt import run_dir as rd
 from memtrace_opt.cli import main
-from memtrace_opt.commands.eval import injected
+from memtrace_opt.lm.run_lms import Injected
 from memtrace_opt.config import load_config
 from tests.scripted_lm import HashEmbedder, ScriptedLM, judge_lm
 
@@ -41,8 +41,8 @@ def scripted():
 def test_eval_writes_the_run_dir_and_prints_a_table(tmp_path, capsys, system):
     cfg = write_config(tmp_path, system)
     roles = scripted()
-    with injected(roles, resources={"embedder": HashEmbedder()}):
-        assert main(["eval", str(cfg)] + (["--quiet"] if system == "rag" else [])) == 0  # with and without a bar
+    inj = Injected.of(roles, resources={"embedder": HashEmbedder()})
+    assert main(["eval", str(cfg)] + (["--quiet"] if system == "rag" else []), injected=inj) == 0  # with and without a bar
     out = capsys.readouterr().out
     run = tmp_path / "out" / f"t_{system}"
     assert {p.name for p in run.iterdir()} >= {"config.yaml", "graphs", "results.json", "summary.json", "usage.json"}
@@ -59,34 +59,34 @@ def test_eval_writes_the_run_dir_and_prints_a_table(tmp_path, capsys, system):
 
 def test_eval_resumes_and_refuses_a_different_config(tmp_path, capsys):
     cfg = write_config(tmp_path)
-    with injected(scripted(), resources={"embedder": HashEmbedder()}):
-        assert main(["eval", str(cfg), "--quiet"]) == 0
-        again = scripted()
-    with injected(again, resources={"embedder": HashEmbedder()}):
-        assert main(["eval", str(cfg), "--quiet"]) == 0
+    inj = Injected.of(scripted(), resources={"embedder": HashEmbedder()})
+    assert main(["eval", str(cfg), "--quiet"], injected=inj) == 0
+    again = scripted()
+    inj = Injected.of(again, resources={"embedder": HashEmbedder()})
+    assert main(["eval", str(cfg), "--quiet"], injected=inj) == 0
     assert again["task"].n_calls == 0 and "resumed: mini-1, mini-2" in capsys.readouterr().out
-    with injected(scripted(), resources={"embedder": HashEmbedder()}):
-        assert main(["eval", str(cfg), "--quiet", "--json"]) == 0
+    inj = Injected.of(scripted(), resources={"embedder": HashEmbedder()})
+    assert main(["eval", str(cfg), "--quiet", "--json"], injected=inj) == 0
     captured = capsys.readouterr()
     summary = json.loads(captured.out)  # --json: stdout holds the summary and nothing else
     assert summary["n"] == 4 and 0.0 <= summary["accuracy"] <= 1.0 and Path(summary["run_dir"]).is_dir()
     assert "resumed: mini-1, mini-2" in captured.err and captured.err.rstrip().splitlines()[-1].startswith("eval: 4 questions")
     changed = write_config(tmp_path, extra="seed: 7\n")
-    with injected(scripted(), resources={"embedder": HashEmbedder()}):
-        assert main(["eval", str(changed), "--quiet"]) == 2
-        assert "holds a run of a different config" in capsys.readouterr().err
-        assert main(["eval", str(changed), "--quiet", "--no-resume"]) == 0
+    inj = Injected.of(scripted(), resources={"embedder": HashEmbedder()})
+    assert main(["eval", str(changed), "--quiet"], injected=inj) == 2
+    assert "holds a run of a different config" in capsys.readouterr().err
+    assert main(["eval", str(changed), "--quiet", "--no-resume"], injected=inj) == 0
 
 
 def test_resuming_with_another_executor_is_the_same_run(tmp_path, capsys):
     """How a run executes (executor.workers) never changes its results: resuming with it changed is allowed."""
     cfg = write_config(tmp_path)
-    with injected(scripted(), resources={"embedder": HashEmbedder()}):
-        assert main(["eval", str(cfg), "--quiet"]) == 0
+    inj = Injected.of(scripted(), resources={"embedder": HashEmbedder()})
+    assert main(["eval", str(cfg), "--quiet"], injected=inj) == 0
     more = write_config(tmp_path, extra="executor: {workers: 2}\n")
     again = scripted()
-    with injected(again, resources={"embedder": HashEmbedder()}):
-        assert main(["eval", str(more), "--quiet"]) == 0
+    inj = Injected.of(again, resources={"embedder": HashEmbedder()})
+    assert main(["eval", str(more), "--quiet"], injected=inj) == 0
     assert again["task"].n_calls == 0 and "resumed: mini-1, mini-2" in capsys.readouterr().out
 
 
@@ -94,9 +94,9 @@ def test_eval_out_and_dataset_path_options(tmp_path):
     from memtrace_opt.data.mini import bundled_path
 
     cfg = write_config(tmp_path)
-    with injected(scripted(), resources={"embedder": HashEmbedder()}):
-        assert main(["eval", str(cfg), "--quiet", "--out", str(tmp_path / "elsewhere"),
-                     "--dataset-path", str(bundled_path())]) == 0
+    inj = Injected.of(scripted(), resources={"embedder": HashEmbedder()})
+    assert main(["eval", str(cfg), "--quiet", "--out", str(tmp_path / "elsewhere"),
+                 "--dataset-path", str(bundled_path())], injected=inj) == 0
     assert len(rd.read_results(tmp_path / "elsewhere")) == 4
     assert load_config(tmp_path / "elsewhere" / "config.yaml").dataset.path == str(bundled_path())
 
@@ -109,16 +109,16 @@ def test_eval_out_and_dataset_path_options(tmp_path):
 def test_bad_config_is_one_line_and_exit_2(tmp_path, capsys, body, field):
     path = tmp_path / "bad.yaml"
     path.write_text(body + "output_dir: out\ndataset: {name: mini, max_questions: 1}\n")
-    with injected(scripted(), resources={"embedder": HashEmbedder()}):
-        assert main(["eval", str(path), "--quiet"]) == 2
+    inj = Injected.of(scripted(), resources={"embedder": HashEmbedder()})
+    assert main(["eval", str(path), "--quiet"], injected=inj) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"memtrace-opt: config error in {path}: {field}") and "\n" not in err
 
 
 def test_missing_dataset_file_is_one_line_and_exit_2(tmp_path, capsys):
     cfg = write_config(tmp_path)
-    with injected(scripted(), resources={"embedder": HashEmbedder()}):
-        assert main(["eval", str(cfg), "--quiet", "--dataset-path", str(tmp_path / "nope.json")]) == 2
+    inj = Injected.of(scripted(), resources={"embedder": HashEmbedder()})
+    assert main(["eval", str(cfg), "--quiet", "--dataset-path", str(tmp_path / "nope.json")], injected=inj) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("memtrace-opt: dataset error") and "nope.json" in err and "\n" not in err
     assert not (tmp_path / "out").exists()  # nothing written before the data loaded

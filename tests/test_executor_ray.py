@@ -69,10 +69,11 @@ def test_a_saved_config_with_eval_workers_loads_as_executor_workers(tmp_path):
 
 
 def test_ray_refuses_lms_injected_into_this_process(tmp_path):
-    from memtrace_opt.commands.eval import injected, run_eval
+    from memtrace_opt.eval_run import run_eval
+    from memtrace_opt.lm.run_lms import Injected
 
-    with injected({"task": object()}), pytest.raises(ConfigError, match="injected") as info:
-        run_eval(write_config(tmp_path, "inj", "{kind: ray}"), progress=False)
+    with pytest.raises(ConfigError, match="injected") as info:
+        run_eval(write_config(tmp_path, "inj", "{kind: ray}"), progress=False, injected=Injected({"task": object()}))
     assert info.value.field == "executor.kind"
 
 
@@ -147,7 +148,7 @@ def no_local_conversations(monkeypatch):
 
 @pytest.mark.slow
 def test_ray_writes_the_local_results_graphs_and_order(tmp_path, monkeypatch, served):
-    from memtrace_opt.commands.eval import run_eval
+    from memtrace_opt.eval_run import run_eval
 
     port = served.server_address[1]
     local = run_eval(write_config(tmp_path, "local", "{kind: local}", port), progress=False)
@@ -175,7 +176,7 @@ def test_ray_writes_the_local_results_graphs_and_order(tmp_path, monkeypatch, se
 
 @pytest.mark.slow
 def test_a_failed_ray_task_is_raised_and_resume_runs_only_the_rest(tmp_path, served):
-    from memtrace_opt.commands.eval import run_eval
+    from memtrace_opt.eval_run import run_eval
 
     config = write_config(tmp_path, "fails", "{kind: ray, workers: 1}", served.server_address[1])
     served.fail_on = "Lena"  # mini-2's speaker: that conversation's first answer gets a 401

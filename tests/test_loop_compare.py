@@ -84,16 +84,16 @@ def write_config(tmp_path, method):
 
 
 def test_optimize_and_compare_cli(tmp_path, capsys):
-    from memtrace_opt.commands.optimize import injected
+    from memtrace_opt.lm.run_lms import Injected
 
     config = write_config(tmp_path, "attributed")
     task = accounted(TaskLM(conversations()), "task")
     lms = {"task": task, "judge": task, "reflection": accounted(ReflectionLM(), "reflection")}
-    with injected(lms):
-        assert main(["optimize", str(config)]) == 0
-        assert main(["optimize", str(config), "--method", "none", "--out", str(tmp_path / "runs" / "none")]) == 0
-        assert main(["optimize", str(config), "--no-resume"]) == 2  # a checkpoint exists: refused
-        assert main(["optimize", str(config)]) == 0  # resumed (the default, as for eval): nothing left to do
+    inj = Injected.of(lms)
+    assert main(["optimize", str(config)], injected=inj) == 0
+    assert main(["optimize", str(config), "--method", "none", "--out", str(tmp_path / "runs" / "none")], injected=inj) == 0
+    assert main(["optimize", str(config), "--no-resume"], injected=inj) == 2  # a checkpoint exists: refused
+    assert main(["optimize", str(config)], injected=inj) == 0  # resumed (the default, as for eval): nothing left to do
     captured = capsys.readouterr()
     out = captured.out
     assert "optimized 100.0%" in out and "question_answering" in out
@@ -116,15 +116,15 @@ def test_optimize_and_compare_cli(tmp_path, capsys):
 
 
 def test_optimize_follows_the_cli_convention_json_on_stdout_progress_on_stderr(tmp_path, capsys):
-    from memtrace_opt.commands.optimize import injected
+    from memtrace_opt.lm.run_lms import Injected
 
     config = write_config(tmp_path, "attributed")
     task = accounted(TaskLM(conversations()), "task")
-    with injected({"task": task, "judge": task, "reflection": accounted(ReflectionLM(), "reflection")}):
-        assert main(["optimize", str(config)]) == 0
-        loud = capsys.readouterr()
-        assert main(["optimize", str(config), "--json", "--quiet"]) == 0  # resumed: nothing left to run
-        quiet = capsys.readouterr()
+    inj = Injected.of({"task": task, "judge": task, "reflection": accounted(ReflectionLM(), "reflection")})
+    assert main(["optimize", str(config)], injected=inj) == 0
+    loud = capsys.readouterr()
+    assert main(["optimize", str(config), "--json", "--quiet"], injected=inj) == 0  # resumed: nothing left to run
+    quiet = capsys.readouterr()
     stamp = re.compile(r"^\[\d\d:\d\d:\d\d\] ", re.M)
     assert stamp.search(loud.err) and "round 1/" in loud.err  # timestamped progress on stderr
     assert loud.out.rstrip().splitlines()[-1].startswith("held-out (3 questions): no optimization 0.0% → optimized")
@@ -140,30 +140,30 @@ def loop_lms():
 
 def test_optimize_resume_refuses_a_changed_config(tmp_path, capsys):
     """A resumed run whose config changed would evaluate a new slice while config.yaml recorded the old one."""
-    from memtrace_opt.commands.optimize import injected
+    from memtrace_opt.lm.run_lms import Injected
 
     config = write_config(tmp_path, "attributed")
-    with injected(loop_lms()):
-        assert main(["optimize", str(config), "--method", "none"]) == 0
-        changed = yaml.safe_load(config.read_text())
-        changed["dataset"]["max_questions"] = 1
-        config.write_text(yaml.safe_dump(changed))
-        capsys.readouterr()
-        assert main(["optimize", str(config), "--method", "none", "--resume"]) == 2
+    inj = Injected.of(loop_lms())
+    assert main(["optimize", str(config), "--method", "none"], injected=inj) == 0
+    changed = yaml.safe_load(config.read_text())
+    changed["dataset"]["max_questions"] = 1
+    config.write_text(yaml.safe_dump(changed))
+    capsys.readouterr()
+    assert main(["optimize", str(config), "--method", "none", "--resume"], injected=inj) == 2
     err = capsys.readouterr().err
     assert "holds a run of a different config (changed: dataset.max_questions)" in err and err.count("\n") == 1
 
 
 def test_optimize_resume_force_accepts_and_records_a_changed_config(tmp_path, capsys):
-    from memtrace_opt.commands.optimize import injected
+    from memtrace_opt.lm.run_lms import Injected
 
     config = write_config(tmp_path, "attributed")
-    with injected(loop_lms()):
-        assert main(["optimize", str(config), "--method", "none"]) == 0
-        changed = yaml.safe_load(config.read_text())
-        changed["eval"]["judge"] = "llm"
-        config.write_text(yaml.safe_dump(changed))
-        assert main(["optimize", str(config), "--method", "none", "--resume", "--force"]) == 0
+    inj = Injected.of(loop_lms())
+    assert main(["optimize", str(config), "--method", "none"], injected=inj) == 0
+    changed = yaml.safe_load(config.read_text())
+    changed["eval"]["judge"] = "llm"
+    config.write_text(yaml.safe_dump(changed))
+    assert main(["optimize", str(config), "--method", "none", "--resume", "--force"], injected=inj) == 0
     run = tmp_path / "runs" / "cli-attributed"
     log = json.loads((run / "config_changes.json").read_text())
     assert log[0]["changed"] == ["eval.judge"] and "judge: deterministic" in log[0]["previous_config"]

@@ -18,12 +18,12 @@ WRAPPER = """
 import sys
 sys.path.insert(0, {repo!r})
 from memtrace_opt.cli import main
-from memtrace_opt.commands.optimize import injected
+from memtrace_opt.lm.run_lms import Injected
 from tests.test_loop_fixtures import ReflectionLM, TaskLM, accounted, conversations
 
 task = accounted(TaskLM(conversations()), "task")
-with injected({{"task": task, "judge": task, "reflection": accounted(ReflectionLM(), "reflection")}}):
-    sys.exit(main(sys.argv[1:]))
+lms = {{"task": task, "judge": task, "reflection": accounted(ReflectionLM(), "reflection")}}
+sys.exit(main(sys.argv[1:], injected=Injected(lms)))
 """
 
 

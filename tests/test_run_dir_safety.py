@@ -8,7 +8,7 @@ import pytest
 
 from memtrace_opt.atomic import atomic_write_text
 from memtrace_opt.cli import main
-from memtrace_opt.commands.eval import injected
+from memtrace_opt.lm.run_lms import Injected
 from memtrace_opt.graph import MemoryGraph
 from memtrace_opt.graph.io_json import load_json, save_json
 from memtrace_opt.graph.model import Variable
@@ -21,14 +21,14 @@ def test_a_second_command_on_a_busy_run_dir_is_one_line_and_exit_3(tmp_path, cap
     cfg = write_config(tmp_path, "long_context")
     run = tmp_path / "out" / "t_long_context"
     with run_lock(run, "optimize"):
-        with injected(scripted(), resources={"embedder": HashEmbedder()}):
-            assert main(["eval", str(cfg), "--quiet"]) == 3
+        inj = Injected.of(scripted(), resources={"embedder": HashEmbedder()})
+        assert main(["eval", str(cfg), "--quiet"], injected=inj) == 3
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "is in use by another memtrace-opt process (pid " in err
         assert "memtrace-opt optimize" in err
         assert not (run / "results.json").exists()  # the refused command wrote nothing
-    with injected(scripted(), resources={"embedder": HashEmbedder()}):  # released: the same command now runs
-        assert main(["eval", str(cfg), "--quiet"]) == 0
+    inj = Injected.of(scripted(), resources={"embedder": HashEmbedder()})
+    assert main(["eval", str(cfg), "--quiet"], injected=inj) == 0
 
 
 def test_the_lock_is_released_when_the_holder_fails(tmp_path):

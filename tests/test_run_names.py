@@ -8,7 +8,7 @@ import pytest
 
 from memtrace_opt import run_dir as rd
 from memtrace_opt.cli import main
-from memtrace_opt.commands.eval import injected
+from memtrace_opt.lm.run_lms import Injected
 from memtrace_opt.config import load_config
 from memtrace_opt.data.locomo import load_locomo
 from memtrace_opt.errors import ConfigError, DatasetError
@@ -48,8 +48,8 @@ def test_eval_no_resume_leaves_no_old_graphs(tmp_path):
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"old")
     (run / "blame.json").write_text("{}")
-    with injected(scripted(), resources={"embedder": HashEmbedder()}):
-        assert main(["eval", str(cfg), "--quiet", "--no-resume"]) == 0
+    inj = Injected.of(scripted(), resources={"embedder": HashEmbedder()})
+    assert main(["eval", str(cfg), "--quiet", "--no-resume"], injected=inj) == 0
     assert sorted(p.name for p in rd.list_graphs(run)) == ["mini-1.jsonl.gz", "mini-2.jsonl.gz"]
     assert not (run / "blame.json").exists()
 
@@ -73,10 +73,10 @@ def test_report_of_a_dir_with_only_a_config_says_there_are_no_results(tmp_path, 
 
 def test_eval_honours_the_split_and_rejects_an_unknown_conversation(tmp_path, capsys):
     cfg = write_config(tmp_path, "long_context", extra="split: {optimize: [mini-2], heldout: [mini-9]}\n")
-    with injected(scripted(), resources={"embedder": HashEmbedder()}):
-        assert main(["eval", str(cfg), "--quiet"]) == 2
+    inj = Injected.of(scripted(), resources={"embedder": HashEmbedder()})
+    assert main(["eval", str(cfg), "--quiet"], injected=inj) == 2
     assert "split.heldout: conversations ['mini-9'] are not in the selected dataset" in capsys.readouterr().err
     cfg = write_config(tmp_path, "long_context", extra="split: {optimize: [mini-2]}\n")
-    with injected(scripted(), resources={"embedder": HashEmbedder()}):
-        assert main(["eval", str(cfg), "--quiet"]) == 0
+    inj = Injected.of(scripted(), resources={"embedder": HashEmbedder()})
+    assert main(["eval", str(cfg), "--quiet"], injected=inj) == 0
     assert [p.name for p in rd.list_graphs(tmp_path / "out" / "t_long_context")] == ["mini-2.jsonl.gz"]

@@ -39,7 +39,7 @@ def _split(value: str | None, allowed: tuple[str, ...], option: str) -> list[str
 def _methods(names: list[str], lms: dict[str, Any], evidence: str, embed: Any,
              max_replay_calls: int | None = None) -> dict[str, Any]:
     from memtrace_opt.attribution.counterfactual import CounterfactualAttributor
-    from memtrace_opt.commands.attribute import make_method
+    from memtrace_opt.blame_run import make_method
 
     out: dict[str, Any] = {}
     for name in names:
@@ -66,7 +66,7 @@ def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, 
               max_cases: int = 100, max_real: int = 50, real: bool = True, evidence: str = "annotated",
               out: str | None = None, export: str | None = None, embed: Any = "default",
               focus: bool = True, max_replay_calls: int | None = None, suite: str = "easy",
-              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+              progress: Callable[[str], None] | None = None, injected: Any = None) -> dict[str, Any]:
     """Build the cases, run the methods, write the JSON and the benchmark directory; returns the payload.
 
     Several configs pool their cases (a small dataset alone offers too few correct answers to inject
@@ -77,14 +77,14 @@ def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, 
     ingestion fault re-decides every later memory update); a capped injection is a counted skip.
     ``suite``: ``easy`` (evidence dropped, one case per error type) or ``hard`` (the subtler classes
     of :mod:`memtrace_opt.attribution.inject_hard`, reported per class in ``by_class``). ``progress`` gets
-    progress lines (None: silent).
+    progress lines (None: silent); ``injected`` replaces the configured models.
     """
     say = progress or _silent
     from memtrace_opt.attribution.bench import bench_payload, evidence_recall, export_bench, run_methods
     from memtrace_opt.attribution.evidence import default_embed
     from memtrace_opt.attribution.benchcases import CaseBuilder
     from memtrace_opt.attribution.inject_hard import HARD_KINDS
-    from memtrace_opt.commands.attribute import build_lms, pick_embed
+    from memtrace_opt.blame_run import build_lms, pick_embed
     from memtrace_opt.config import load_config
 
     configs = [config] if isinstance(config, str) else list(config)
@@ -92,7 +92,7 @@ def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, 
     cfg = cfgs[0]
     systems = systems or [cfg.system.name]
     run_dir = cfg.run_dir
-    lms, resources = build_lms(cfg, run_dir)
+    lms, resources = build_lms(cfg, run_dir, injected)
     per_system = 5 if suite == "easy" else len(HARD_KINDS)
     builder = CaseBuilder(per_type=max(1, math.ceil(max_cases / (len(systems) * per_system))),
                           max_real=max_real if real else 0, max_replay_calls=max_replay_calls, suite=suite)
@@ -120,7 +120,7 @@ def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, 
 def _add_slice(builder: Any, slice_cfg: Any, main_cfg: Any, systems: list[str], lms: dict[str, Any],
                resources: dict[str, Any], *, real: bool, focus: bool, say: Callable[[str], None]) -> None:
     """Run every system on one config's conversations and add their cases (until the quotas are met)."""
-    from memtrace_opt.commands.attribute import load_conversations
+    from memtrace_opt.blame_run import load_conversations
     from memtrace_opt.systems.runner import make_rerun, run_conversation
 
     conversations = list(load_conversations(slice_cfg).values())
@@ -187,6 +187,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("bench-attribution")
     def bench_command(
+        ctx: typer.Context,
         config: Annotated[list[str], typer.Argument(help="Run config(s) (YAML): dataset slice, models, judge. "
                                                          "Several configs pool their cases.")],
         systems: Annotated[Optional[str], typer.Option("--systems", help=f"Comma list of {', '.join(SYSTEMS)} "
@@ -219,7 +220,8 @@ def register(app: typer.Typer) -> None:
         payload = run_bench(config, systems=_split(systems, SYSTEMS, "--systems"),
                             methods=_split(methods, ALL_METHODS, "--methods"), max_cases=max_cases,
                             max_real=max_real, evidence=evidence, out=out, export=export, focus=not full_replay,
-                            max_replay_calls=max_replay_calls, suite=suite, progress=report.progress)
+                            max_replay_calls=max_replay_calls, suite=suite, progress=report.progress,
+                            injected=ctx.obj)
         report.result(payload, bench_table(payload))
         recall = payload["pseudo_evidence_recall"]
         if recall["n"]:

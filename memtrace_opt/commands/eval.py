@@ -4,55 +4,20 @@ Writes the run directory (see :mod:`memtrace_opt.run_dir`) conversation by conve
 interrupted run resumes where it stopped (``--resume``, the default), and prints a short table:
 accuracy with its 95% CI, F1, BLEU-1, per category, LM calls, tokens, wall time, failed ops.
 
-Tests run the command without a model through :func:`injected`, which replaces the LM clients
-(and may seed system resources such as a fake embedder) for the duration of a ``with`` block.
+The work is :func:`memtrace_opt.eval_run.run_eval`; tests hand the command scripted LMs through
+``memtrace_opt.cli.main(argv, injected=...)``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
-from memtrace_opt.commands.lms import build_run_lms, injected
-from memtrace_opt.config import RunConfig
+from memtrace_opt.eval_run import run_eval
 
-__all__ = ["injected", "register", "run_eval"]
-
-
-def run_eval(config: str | Path | RunConfig, *, resume: bool = True, out: str | None = None,
-             dataset_path: str | None = None, progress: bool = True, force: bool = False) -> Any:
-    """Evaluate ``config``'s system on its dataset slice (its split's conversations when it has one) and
-    write the run dir; the EvaluationRun."""
-    from memtrace_opt import run_dir as rd
-    from memtrace_opt.assemble import dataset_slice, prepare_run, split_conversations
-    from memtrace_opt.errors import ConfigError
-    from memtrace_opt.executors import make_executor
-    from memtrace_opt.lm.run_lms import is_injected
-    from memtrace_opt.run_lock import run_lock
-    from memtrace_opt.systems.runner import evaluate_system
-
-    cfg, source, run_dir = prepare_run(config, out=out, dataset_path=dataset_path)
-    conversations = split_conversations(cfg, dataset_slice(cfg))  # bad data fails before the run dir exists
-    if cfg.executor.kind == "ray" and is_injected():
-        raise ConfigError(source, "executor.kind", "ray workers build their LMs from the config; LMs injected "
-                          "into this process cannot reach them (use kind local)")
-    with run_lock(run_dir, "eval"):
-        if resume:
-            rd.check_same_config(run_dir, cfg, source, "use --no-resume to overwrite it or --out for a new directory",
-                                 force=force)
-        else:
-            rd.clear_results(run_dir)
-        run = build_run_lms(cfg, run_dir)
-        rd.write_config(run_dir, cfg)
-        return evaluate_system(
-            cfg.system.name, conversations, lms=run.lms, run_dir=run_dir, prompts=cfg.system.prompts,
-            settings=cfg.system.settings, judge=cfg.eval.judge, dataset=cfg.dataset.name, run_id=cfg.run_name,
-            resume=resume, ledger=run.ledger, resources=run.resources, progress=progress,
-            executor=make_executor(cfg, run_dir, ledger=run.ledger),
-        )
+__all__ = ["register", "summary_table"]
 
 
 def summary_table(summary: Mapping[str, Any]) -> Any:
@@ -87,6 +52,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("eval")
     def eval_command(
+        ctx: typer.Context,
         config: Annotated[str, typer.Argument(help="Run config (YAML).")],
         resume: Annotated[bool, typer.Option("--resume/--no-resume",
                                              help="Skip conversations already finished in the run dir.")] = True,
@@ -102,7 +68,8 @@ def register(app: typer.Typer) -> None:
         from memtrace_opt.commands.console import Reporter
 
         report = Reporter(quiet=quiet, as_json=as_json)
-        result = run_eval(config, resume=resume, out=out, dataset_path=dataset_path, progress=not quiet, force=force)
+        result = run_eval(config, resume=resume, out=out, dataset_path=dataset_path, progress=not quiet, force=force,
+                          injected=ctx.obj)
         report.result({**dict(result.summary), "run_dir": str(result.run_dir)}, summary_table(result.summary))
         if result.resumed:
             report.note(f"resumed: {', '.join(result.resumed)} (already finished)")

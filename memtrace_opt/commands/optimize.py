@@ -13,41 +13,13 @@ Tests run it without a model through :func:`injected` (LM clients by role, optio
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
-from memtrace_opt.commands.lms import injected
-from memtrace_opt.config import RunConfig
-from memtrace_opt.errors import ConfigError
+from memtrace_opt.optimize_run import run_optimize
 
-__all__ = ["injected", "register", "run_optimize"]
-
-def run_optimize(config: str | Path | RunConfig, *, method: str | None = None, resume: bool = True,
-                 out: str | None = None, tuning_from: str | None = None, dataset_path: str | None = None,
-                 cache_dir: str | None = None, force: bool = False,
-                 progress: Callable[[str], None] | None = None) -> tuple[Any, Path]:
-    """Run (or resume) the loop of ``config``; returns ``(final LoopState, run dir)``. ``progress`` gets the
-    loop's progress lines (None: silent)."""
-    from memtrace_opt import run_dir as rd
-    from memtrace_opt.assemble import build_context, prepare_run
-    from memtrace_opt.loop import run_loop
-    from memtrace_opt.run_lock import run_lock
-
-    cfg, source, run_dir = prepare_run(config, out=out, dataset_path=dataset_path, cache_dir=cache_dir)
-    if tuning_from is not None and not (Path(tuning_from) / "tuning.json").exists():
-        raise ConfigError(tuning_from, None, "no tuning.json here: --tuning-from needs a run dir that tuned settings")
-    with run_lock(run_dir, "optimize"):
-        changed = rd.check_same_config(run_dir, cfg, source, "choose another --out for the changed config",
-                                       force=force) if resume else []
-        ctx, ledger = build_context(cfg, method=method, run_dir=run_dir, tuning_from=tuning_from, progress=progress)
-        if not resume or changed or not (run_dir / rd.CONFIG_FILE).exists():
-            rd.write_config(run_dir, cfg)
-        state = run_loop(ctx, resume=resume)
-        if ledger is not None:
-            rd.write_usage(run_dir, {"ledger": ledger.to_dict(), "loop": state.spend})
-    return state, run_dir
-
+__all__ = ["register", "rounds_table"]
 
 def rounds_table(state: Any) -> Any:
     """The rounds as a rich table (details per round are in RUN_DIR/rounds/round_<k>/)."""
@@ -74,6 +46,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("optimize")
     def optimize_command(
+        ctx: typer.Context,
         config: Annotated[str, typer.Argument(help="Run config (YAML).")],
         method: Annotated[Optional[str], typer.Option(
             "--method", help="attributed | unattributed | answer_feedback | miprov2 | none (default: the config's).")
@@ -104,7 +77,7 @@ def register(app: typer.Typer) -> None:
         report = Reporter(quiet=quiet, as_json=as_json)
         state, run_dir = run_optimize(config, method=method, resume=resume, out=out, tuning_from=tuning_from,
                                       dataset_path=dataset_path, cache_dir=cache_dir, force=force,
-                                      progress=report.progress)
+                                      progress=report.progress, injected=ctx.obj)
         final = state.final or {}
         report.result({**final, "stop_reason": state.stop_reason, "spend": state.spend, "run_dir": str(run_dir)},
                       rounds_table(state))
@@ -114,7 +87,7 @@ def register(app: typer.Typer) -> None:
         report.note(f"spent: {spend.get('rollouts', 0)} rollouts, {spend.get('llm_calls', 0)} LM calls "
                     f"({spend.get('cached_calls', 0)} cached), {spend.get('wall_s', 0):.0f} s")
         if attribute:
-            _attribute_heldout(run_dir, report)
+            _attribute_heldout(run_dir, report, ctx.obj)
         report.summary(
             f"held-out ({final.get('n', 0)} questions): no optimization {100 * final.get('seed_accuracy', 0):.1f}% → "
             f"optimized {100 * final.get('best_accuracy', 0):.1f}% · changed: "
@@ -137,10 +110,11 @@ def _effect_line(run_dir: Path) -> str:
             f"p = {row.p_value:.3f} · {fixed} questions fixed, {broke} broken")
 
 
-def _attribute_heldout(run_dir: Path, report: Any) -> None:
+def _attribute_heldout(run_dir: Path, report: Any, injected: Any) -> None:
     """Blame every held-out failure of the final prompts, so the run's report says why each one failed."""
-    from memtrace_opt.commands.attribute import attribute_run, blame_counts
+    from memtrace_opt.blame_run import attribute_run
+    from memtrace_opt.commands.attribute import blame_counts
 
     # counterfactual and evidence as the run config's attribution section says
-    payload = attribute_run(run_dir, progress=report.progress)
+    payload = attribute_run(run_dir, progress=report.progress, injected=injected)
     report.note(f"held-out failures attributed: {blame_counts(payload)} (blame.json)")

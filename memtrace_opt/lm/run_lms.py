@@ -6,35 +6,29 @@ roles with the same cache and usage accounting, and a test can hand all of them 
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
-__all__ = ["RunLMs", "build_run_lms", "injected", "injected_resources", "is_injected"]
-
-_INJECTED: dict[str, Any] | None = None
+__all__ = ["Injected", "RunLMs", "build_run_lms"]
 
 
-@contextmanager
-def injected(lms: Mapping[str, Any], resources: Mapping[str, Any] | None = None) -> Iterator[None]:
-    """Run commands with these LM clients (by role: ``task``, ``judge``, ``reflection``, ...) and resources
-    (e.g. a test embedder) instead of building the configured ones."""
-    global _INJECTED
-    previous, _INJECTED = _INJECTED, {"lms": dict(lms), "resources": dict(resources or {})}
-    try:
-        yield
-    finally:
-        _INJECTED = previous
+@dataclass(frozen=True)
+class Injected:
+    """LM clients by role (``task``, ``judge``, ``reflection``, ...) and resources (e.g. an embedder) a caller
+    hands to a run instead of the configured models: the Python API's ``lms=``, the CLI's ``main(injected=)``.
 
+    Passed down explicitly, never kept in a module global, so two runs in one process cannot see each
+    other's clients.
+    """
 
-def is_injected() -> bool:
-    """Whether a test injected LMs (then no config is needed to build them)."""
-    return _INJECTED is not None
+    lms: Mapping[str, Any]
+    resources: Mapping[str, Any] = field(default_factory=dict)
 
-
-def injected_resources() -> dict[str, Any]:
-    """Resources a test injected (empty when none)."""
-    return dict((_INJECTED or {}).get("resources") or {})
+    @classmethod
+    def of(cls, lms: Mapping[str, Any] | None, resources: Mapping[str, Any] | None = None) -> "Injected | None":
+        """An injection, or None when no clients are given (then the config's models are built)."""
+        return None if lms is None else cls(dict(lms), dict(resources or {}))
 
 
 class RunLMs:
@@ -44,17 +38,17 @@ class RunLMs:
         self.lms, self.ledger, self.resources = lms, ledger, resources
 
 
-def build_run_lms(cfg: Any, cache_dir: Path) -> RunLMs:
-    """Injected LMs, or task/judge/reflection built from ``cfg.models`` with a disk cache in ``cache_dir``.
+def build_run_lms(cfg: Any, cache_dir: Path, injected: Injected | None = None) -> RunLMs:
+    """The ``injected`` LMs, or task/judge/reflection built from ``cfg.models`` with a disk cache in ``cache_dir``.
 
     ``attribution`` is an alias of the reflection role: the attribution agent is the run's strongest
     configured model's job, like reflection.
     """
-    if _INJECTED is not None:
-        lms = dict(_INJECTED["lms"])
+    if injected is not None:
+        lms = dict(injected.lms)
         lms.setdefault("reflection", lms.get("task"))
         lms.setdefault("attribution", lms.get("reflection"))
-        return RunLMs(lms, None, dict(_INJECTED["resources"]))
+        return RunLMs(lms, None, dict(injected.resources))
     from memtrace_opt.lm.factory import build_roles
     from memtrace_opt.lm.usage import UsageLedger
 

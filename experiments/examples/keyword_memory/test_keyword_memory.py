@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from memtrace_opt.cli import main
-from memtrace_opt.commands.lms import injected
+from memtrace_opt.lm.run_lms import Injected
 from memtrace_opt.testing import ScriptedLM, judge_lm
 
 HERE = Path(__file__).resolve().parent
@@ -52,11 +52,11 @@ def config(tmp_path, monkeypatch) -> Path:
 
 def test_the_example_runs_eval_attribute_optimize_and_report(config, tmp_path, capsys):
     run = tmp_path / "runs" / "keyword_memory"
-    with injected(lms()):
-        assert main(["eval", str(config), "--quiet"]) == 0
-        assert main(["attribute", str(run)]) == 0
-        assert main(["optimize", str(config), "--out", str(tmp_path / "opt")]) == 0
-        assert main(["report", str(run)]) == 0
+    inj = Injected.of(lms())
+    assert main(["eval", str(config), "--quiet"], injected=inj) == 0
+    assert main(["attribute", str(run)], injected=inj) == 0
+    assert main(["optimize", str(config), "--out", str(tmp_path / "opt")], injected=inj) == 0
+    assert main(["report", str(run)], injected=inj) == 0
     graph_ops = (run / "graphs").glob("*.jsonl.gz")
     assert sorted(p.name for p in graph_ops) == ["mini-1.jsonl.gz", "mini-2.jsonl.gz"]
     blame = json.loads((run / "blame.json").read_text())
@@ -85,7 +85,7 @@ def test_an_installed_entry_point_registers_the_system(tmp_path):
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: keyword-memory-plugin\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text("[memtrace_opt.systems]\nkeyword = keyword_memory.system:KeywordMemory\n")
     env_path = f"{tmp_path / 'site'}:{EXAMPLES}"
-    out = subprocess.run([sys.executable, "-m", "memtrace_opt.cli", "systems"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "memtrace_opt.cli", "systems", "--json"], capture_output=True, text=True,
                          env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr[-1500:]
     listed = {s["name"]: s for s in json.loads(out.stdout)}
@@ -99,12 +99,12 @@ def test_an_installed_entry_point_registers_the_system(tmp_path):
     config.write_text(yaml.safe_dump(cfg))
     code = ("import sys\n"
             "from memtrace_opt.cli import main\n"
-            "from memtrace_opt.commands.lms import injected\n"
+            "from memtrace_opt.lm.run_lms import Injected\n"
             "from keyword_memory.test_keyword_memory import lms\n"
             "run = sys.argv[2]\n"
-            "with injected(lms()):\n"
-            "    codes = [main(['eval', sys.argv[1], '--quiet']), main(['attribute', run]),\n"
-            "             main(['optimize', sys.argv[1], '--out', run + '-opt'])]\n"
+            "inj = Injected(lms())\n"
+            "codes = [main(['eval', sys.argv[1], '--quiet'], injected=inj), main(['attribute', run], injected=inj),\n"
+            "         main(['optimize', sys.argv[1], '--out', run + '-opt'], injected=inj)]\n"
             "sys.exit(max(codes))\n")
     run = tmp_path / "runs" / "keyword_memory"
     done = subprocess.run([sys.executable, "-c", code, str(config), str(run)], capture_output=True, text=True,

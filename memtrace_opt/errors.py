@@ -58,6 +58,21 @@ class UnknownOperationError(GraphError):
     """A graph names an operation no imported module registered: a set-up defect, never a verdict."""
 
 
+class MissingOutcomeError(GraphError):
+    """A graph holds no judged outcome for a question: no answer, no judgement, or no readable score in it.
+
+    One error for every reader (see :mod:`memtrace_opt.graph.outcome`), so a missing outcome reads the
+    same wherever it is met; ``missing`` says what was absent, for callers that record it as a reason.
+    """
+
+    def __init__(self, graph: str, qa_id: str, missing: str) -> None:
+        super().__init__(f"{graph} has no judged outcome for question {qa_id!r}: {missing}")
+        self.graph, self.qa_id, self.missing = graph, qa_id, missing
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
+        return type(self), (self.graph, self.qa_id, self.missing)
+
+
 class LMError(MemtraceError):
     """A language model could not be built or called (missing key, bad model name, corrupt weights)."""
 

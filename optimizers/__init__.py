@@ -7,7 +7,7 @@ turns a reflection LM's reply into a new prompt, :func:`run_gepa` runs one GEPA 
 """
 
 from memtrace_opt.optimizers.adapter import Attributor, MemoryPromptAdapter, prompt_set_sha
-from memtrace_opt.optimizers.backend import CaseOutcome, RunnerBackend, SystemBackend, changed_prompts, read_outcome
+from memtrace_opt.optimizers.backend import RunnerBackend, SystemBackend, changed_prompts
 from memtrace_opt.optimizers.cases import CaseTrace, QACase, cases_of
 from memtrace_opt.optimizers.feedback import FEEDBACK_MODES, reflective_records, unattributed_signal
 from memtrace_opt.optimizers.gepa_run import GepaOutcome, run_gepa
@@ -16,9 +16,9 @@ from memtrace_opt.optimizers.proposer import Proposal, ReflectionProposer, extra
 from memtrace_opt.optimizers.selectors import AllSelector, BlamedSelector, RoundRobinSelector, selector_for
 
 __all__ = [
-    "AllSelector", "Attributor", "BlamedSelector", "CaseOutcome", "CaseTrace", "FEEDBACK_MODES", "GepaOutcome",
+    "AllSelector", "Attributor", "BlamedSelector", "CaseTrace", "FEEDBACK_MODES", "GepaOutcome",
     "GraphStore", "MemoryPromptAdapter", "Proposal", "QACase", "ReflectionProposer", "RoundRobinSelector",
     "RunnerBackend", "StoredGraph", "SystemBackend", "cases_of", "changed_prompts", "extract_instruction",
-    "prompt_set_sha", "read_outcome", "reflective_records", "run_gepa", "selector_for", "unattributed_signal",
+    "prompt_set_sha", "reflective_records", "run_gepa", "selector_for", "unattributed_signal",
     "validate_instruction",
 ]

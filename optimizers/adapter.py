@@ -28,8 +28,8 @@ from gepa.core.adapter import EvaluationBatch
 from memtrace_opt.attribution.blame import BlameSignal
 from memtrace_opt.data.model import QA, Conversation
 from memtrace_opt.errors import ConfigError
-from memtrace_opt.graph import MemoryGraph
-from memtrace_opt.optimizers.backend import SystemBackend, read_outcome
+from memtrace_opt.graph import MemoryGraph, read_judged_outcome
+from memtrace_opt.optimizers.backend import SystemBackend
 from memtrace_opt.optimizers.cases import CaseTrace, QACase
 from memtrace_opt.optimizers.feedback import FEEDBACK_MODES, reflective_records
 from memtrace_opt.optimizers.graphs import GraphStore, StoredGraph
@@ -162,10 +162,10 @@ class MemoryPromptAdapter:
         return graph
 
     def _trace(self, case: QACase, graph: MemoryGraph) -> CaseTrace:
+        """The case's rollout; the graph was made to answer it, so a missing outcome raises (a defect, not a 0)."""
         qa = self._qa(case)
-        out = read_outcome(graph, qa.id)
-        return CaseTrace(case, qa.question, qa.answer, out.prediction, out.score,
-                         out.label or out.reason, graph)
+        out = read_judged_outcome(graph, qa.id)
+        return CaseTrace(case, qa.question, qa.answer, out.prediction, float(out.score), out.label or out.reason, graph)
 
     def _attach_blame(self, traces: list[CaseTrace], prompts: dict[str, str]) -> None:
         assert self.attributor is not None

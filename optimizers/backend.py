@@ -7,31 +7,19 @@ reach). That is what makes a rollout of a changed question-answering prompt cost
 and judge calls: ingestion is reused from the recorded graph.
 
 :class:`RunnerBackend` is the real backend over :mod:`memtrace_opt.systems.runner`; tests pass a
-small scripted one. Outcomes are always read back from the graph (``answer:<qa id>`` and
-``judgement:<qa id>``), so a replayed run is scored exactly like a recorded one.
+small scripted one. Outcomes are always read back from the graph by
+:func:`memtrace_opt.graph.outcome.read_judged_outcome`, so a replayed run is scored exactly like a recorded one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Collection, Mapping, Protocol, Sequence
 
 from memtrace_opt.data.model import QA, Conversation
 from memtrace_opt.graph import MemoryGraph, Overrides, ReplayResult, replay
 from memtrace_opt.lm.base import LMClient
 
-__all__ = ["CaseOutcome", "RunnerBackend", "SystemBackend", "changed_prompts", "read_outcome"]
-
-
-@dataclass(frozen=True)
-class CaseOutcome:
-    """What one question came to in a graph: the answer, and the judge's score and verdict."""
-
-    qa_id: str
-    prediction: str
-    score: float
-    label: str = ""
-    reason: str = ""
+__all__ = ["RunnerBackend", "SystemBackend", "changed_prompts"]
 
 
 class SystemBackend(Protocol):
@@ -60,23 +48,6 @@ def changed_prompts(graph: MemoryGraph, prompts: Mapping[str, str]) -> dict[str,
     """The components of ``prompts`` whose text differs from the prompt set recorded in ``graph``."""
     recorded = graph.meta.get("prompts", {})
     return {name: text for name, text in prompts.items() if recorded.get(name) != text}
-
-
-def read_outcome(graph: MemoryGraph, qa_id: str) -> CaseOutcome:
-    """The answer and judgement of ``qa_id`` in ``graph``; a missing one scores 0 (recorded, not raised)."""
-    answer = _latest_value(graph, f"answer:{qa_id}")
-    verdict = _latest_value(graph, f"judgement:{qa_id}")
-    if not isinstance(verdict, Mapping):
-        return CaseOutcome(qa_id, str(answer or ""), 0.0, "MISSING", "no judgement recorded for this question")
-    return CaseOutcome(
-        qa_id, str(answer or ""), float(verdict.get("score", 0) or 0),
-        str(verdict.get("label", "")), str(verdict.get("reason", "")),
-    )
-
-
-def _latest_value(graph: MemoryGraph, name: str) -> Any:
-    version = graph.latest.get(name)
-    return None if version is None else graph.variables[f"{name}@{version}"].value
 
 
 class RunnerBackend:

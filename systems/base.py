@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
+from memtrace_opt.data.model import QA, Conversation, Session, Turn
 from memtrace_opt.graph import New, Tracer, Variable
 from memtrace_opt.graph.model import ANSWER, MESSAGE, QUERY
 
@@ -32,7 +33,7 @@ class SystemSettings(BaseModel):
     top_k: int = 10
 
 
-def message_value(turn: Any, session: Any) -> dict[str, Any]:
+def message_value(turn: Turn, session: Session) -> dict[str, Any]:
     """What a message variable holds: who said what, when, and its turn id (for evidence lineage)."""
     return {"turn_id": turn.id, "speaker": turn.speaker, "text": turn.text, "date": session.date_time}
 
@@ -121,7 +122,7 @@ class MemorySystem(ABC):
         return out
 
     # -- ingestion ------------------------------------------------------------------------------
-    def ingest(self, conversation: Any) -> None:
+    def ingest(self, conversation: Conversation) -> None:
         """Ingest every session of ``conversation`` in order, one traced session each."""
         for session in conversation.sessions:
             with self.tracer.session(f"ingest:s{session.index}", kind="ingest", date=session.date_time):
@@ -133,14 +134,14 @@ class MemorySystem(ABC):
         self.finish_ingest()
 
     @abstractmethod
-    def ingest_session(self, session: Any, messages: list[Variable]) -> None:
+    def ingest_session(self, session: Session, messages: list[Variable]) -> None:
         """Turn one session's message variables into memory through traced ops."""
 
     def finish_ingest(self) -> None:
         """Flush buffers after the last session (systems that buffer messages override this)."""
 
     # -- answering ------------------------------------------------------------------------------
-    def answer(self, qa: Any) -> Variable:
+    def answer(self, qa: QA) -> Variable:
         """Answer one question in its own traced session; returns the answer variable."""
         with self.tracer.session(f"answer:{qa.id}", kind="answer", qa_id=qa.id):
             question = self.tracer.variable(f"question:{qa.id}", qa.question, category=QUERY)
@@ -154,7 +155,7 @@ class MemorySystem(ABC):
             )["answer"]
 
     @abstractmethod
-    def retrieve(self, qa: Any, question: Variable) -> Variable:
+    def retrieve(self, qa: QA, question: Variable) -> Variable:
         """Produce the ``retrieved:<qa id>`` variable: a list of ``{"text", "date", ...}`` memory records."""
 
 

@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 
 from pydantic import Field
 
+from memtrace_opt.data.model import QA, Session
 from memtrace_opt.graph import New, Next, OpContext, OpFailure, Variable, operation
 from memtrace_opt.graph.model import BOUNDARY, BUFFER, EXTRACTION, INTERMEDIATE, MEMORY_UNIT, RETRIEVED
 from memtrace_opt.systems import evermemos_prompts as P
@@ -139,7 +140,7 @@ class EverMemOS(MemorySystem):
         self.index: Variable | None = None
 
     # -- ingestion ------------------------------------------------------------------------------
-    def ingest_session(self, session: Any, messages: list[Variable]) -> None:
+    def ingest_session(self, session: Session, messages: list[Variable]) -> None:
         """Buffer the session window by window, asking for boundaries; the session end always closes."""
         s, every = self.settings, self.settings.boundary_check_every
         buffer: Variable | None = None
@@ -199,7 +200,7 @@ class EverMemOS(MemorySystem):
         self.index = self.tracer.call("evermemos.index", inputs=inputs, outputs={"index": spec})["index"]
 
     # -- retrieval ------------------------------------------------------------------------------
-    def retrieve(self, qa: Any, question: Variable) -> Variable:
+    def retrieve(self, qa: QA, question: Variable) -> Variable:
         """Round 1 (hybrid + sufficiency), round 2 when insufficient, then the final rerank."""
         s, qid = self.settings, qa.id
         search = {"depth": s.search_depth, "rrf_k": s.rrf_k, "k": s.round1_k}

@@ -13,6 +13,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
+from memtrace_opt.data.model import QA, Session
 from memtrace_opt.graph import New, Next, OpContext, Variable, operation
 from memtrace_opt.graph.model import MEMORY_UNIT, RETRIEVAL, RETRIEVED, UPDATE
 from memtrace_opt.systems.base import MemorySystem, SystemSettings, approx_tokens, format_message
@@ -87,7 +88,7 @@ class LongContextSystem(MemorySystem):
         self.tokens = 0
         self.trims = 0
 
-    def ingest_session(self, session: Any, messages: list[Variable]) -> None:
+    def ingest_session(self, session: Session, messages: list[Variable]) -> None:
         for message in messages:
             self._update(message)
 
@@ -111,7 +112,7 @@ class LongContextSystem(MemorySystem):
         self.unit = made["memory"]
         self.tokens = sum(record_tokens(r) for r in self.unit.value)
 
-    def retrieve(self, qa: Any, question: Variable) -> Variable:
+    def retrieve(self, qa: QA, question: Variable) -> Variable:
         inputs: dict[str, Any] = {"memory": self.unit} if self.unit is not None else {}
         return self.tracer.call("long_context.retrieve", inputs=inputs,
                                 outputs={"context": New(f"retrieved:{qa.id}", RETRIEVED)})["context"]

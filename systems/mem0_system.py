@@ -34,6 +34,7 @@ from typing import Any
 
 from pydantic import Field
 
+from memtrace_opt.data.model import QA, Conversation, Session
 from memtrace_opt.graph import New, OpContext, OpFailure, Tracer, Variable, operation
 from memtrace_opt.graph.model import DELETION, EXTRACTION, RETRIEVAL, RETRIEVED, UPDATE
 from memtrace_opt.lm.embeddings import quiet_transformers
@@ -187,19 +188,19 @@ class Mem0System(MemorySystem):
         """Release mem0's sqlite connection and delete the store's temporary directory."""
         self._finalizer()
 
-    def ingest(self, conversation: Any) -> None:
+    def ingest(self, conversation: Conversation) -> None:
         """One mem0 memory per conversation: its id scopes the store and seeds the memory ids."""
         self.user_id = str(getattr(conversation, "id", None) or "conversation")
         super().ingest(conversation)
 
-    def ingest_session(self, session: Any, messages: list[Variable]) -> None:
+    def ingest_session(self, session: Session, messages: list[Variable]) -> None:
         """``Memory.add`` on each group of ``turns_per_add`` consecutive turns, dated by the session."""
         step = self.settings.turns_per_add
         for n, start in enumerate(range(0, len(messages), step)):
             group = messages[start:start + step]
             self._add(session, n, group)
 
-    def _add(self, session: Any, n: int, group: Sequence[Variable]) -> None:
+    def _add(self, session: Session, n: int, group: Sequence[Variable]) -> None:
         date = getattr(session, "date_time", None)
         prompts = self.tracer.prompts
         config = self.memory.config  # mem0 reads these per add; kept equal to what the ops send
@@ -215,7 +216,7 @@ class Mem0System(MemorySystem):
         metadata = {"date": date, "turns": [r.get("turn_id") for r in records]}
         self.hooks.add(call, add_messages(records), user_id=self.user_id, metadata=metadata)
 
-    def retrieve(self, qa: Any, question: Variable) -> Variable:
+    def retrieve(self, qa: QA, question: Variable) -> Variable:
         """mem0's ``search(question, limit=top_k)``; the units it returned are the op's inputs."""
         results = self.hooks.search(str(question.value), user_id=self.user_id, limit=self.settings.top_k)
         results = [r for r in results if r.get("id") in self.hooks.units]

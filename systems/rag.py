@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from memtrace_opt.data.model import QA, Session
 from memtrace_opt.graph import New, Next, OpContext, Variable, operation
 from memtrace_opt.graph.model import BUFFER, EMBEDDING, INTERMEDIATE, MEMORY_UNIT, RETRIEVAL, RETRIEVED
 from memtrace_opt.systems.base import MemorySystem, SystemSettings, approx_tokens, format_message
@@ -85,7 +86,7 @@ class RagSystem(MemorySystem):
         self.buffer_tokens = 0
         self.entries: list[Variable] = []
 
-    def ingest_session(self, session: Any, messages: list[Variable]) -> None:
+    def ingest_session(self, session: Session, messages: list[Variable]) -> None:
         for message in messages:
             self._buffer(message)
             if self.buffer_tokens >= self.settings.chunk_tokens:
@@ -111,7 +112,7 @@ class RagSystem(MemorySystem):
         self.entries.append(entry["entry"])
         self.buffer, self.buffer_tokens = None, 0
 
-    def retrieve(self, qa: Any, question: Variable) -> Variable:
+    def retrieve(self, qa: QA, question: Variable) -> Variable:
         return self.tracer.call(
             "rag.retrieve", inputs={"query": question, "index": self.entries}, params={"top_k": self.settings.top_k},
             outputs={"context": New(f"retrieved:{qa.id}", RETRIEVED)},

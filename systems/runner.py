@@ -29,6 +29,7 @@ from memtrace_opt.eval.metrics import bleu1, token_f1
 from memtrace_opt.eval.results import QAResult, summarize
 from memtrace_opt.executors import ConversationJob, Executor, LocalExecutor
 from memtrace_opt.graph import MemoryGraph, Memo, Overrides, TraceStats, Tracer, Variable
+from memtrace_opt.graph.outcome import JudgedOutcome, graph_label, outcome_from, read_judged_outcome
 from memtrace_opt.lm.base import LMClient
 from memtrace_opt.systems.base import MemorySystem, SystemSettings
 from memtrace_opt.systems.judge_op import judge_answer
@@ -109,28 +110,24 @@ def drive(
     return out
 
 
-def _result(conversation_id: str, qa: Any, prediction: Any, judgement: Mapping[str, Any], gold: str) -> QAResult:
-    prediction = "" if prediction is None else str(prediction)
+def _result(conversation_id: str, qa: Any, outcome: JudgedOutcome) -> QAResult:
+    """One question's result: its judged outcome, and the dataset's category and flags."""
+    gold = outcome.gold or ""
     return QAResult(
         qa_id=qa.id, conversation=conversation_id, category=qa.category, question=qa.question, gold=gold,
-        prediction=prediction, judge_score=int(judgement.get("score", 0)), f1=token_f1(prediction, gold),
-        bleu1=bleu1(prediction, gold), flags=tuple(sorted(qa.flags)), judge_label=str(judgement.get("label", "")),
-        judge_reason=str(judgement.get("reason", "")),
+        prediction=outcome.prediction, judge_score=outcome.score, f1=token_f1(outcome.prediction, gold),
+        bleu1=bleu1(outcome.prediction, gold), flags=tuple(sorted(qa.flags)), judge_label=outcome.label,
+        judge_reason=outcome.reason,
     )
 
 
 def results_from_graph(graph: MemoryGraph, conversation_id: str, qas: Sequence[Any]) -> list[QAResult]:
-    """Per-question results read off a (recorded or replayed) graph's answer, gold and judgement variables."""
-    out = []
-    for qa in qas:
-        try:
-            answer = graph.value(graph.latest_id(f"answer:{qa.id}"))
-            gold = graph.value(graph.latest_id(f"gold:{qa.id}"))
-            judgement = graph.value(graph.latest_id(f"judgement:{qa.id}"))
-        except KeyError:
-            raise GraphError(f"graph of {conversation_id!r} has no answer/gold/judgement for question {qa.id!r}") from None
-        out.append(_result(conversation_id, qa, answer, judgement or {}, str(gold)))
-    return out
+    """Per-question results read off a (recorded or replayed) graph's answer, gold and judgement variables.
+
+    A question the graph holds no judged outcome (or gold) for raises MissingOutcomeError: the runner
+    asked for it, so its absence is a defect, never a 0.
+    """
+    return [_result(conversation_id, qa, read_judged_outcome(graph, qa.id, require_gold=True)) for qa in qas]
 
 
 def run_conversation(
@@ -174,7 +171,10 @@ def run_conversation(
     judged = drive(tracer, system, conversation, qas, cfg, judge=judge, use_audit=use_audit, on_question=on_question)
     wall = time.perf_counter() - start
     tracer.graph.meta["wall_s"] = round(wall, 3)
-    results = [_result(conversation.id, qa, ans.value, jud.value or {}, _gold(qa, use_audit)) for qa, ans, jud in judged]
+    # read off the variables themselves: with enabled=False the graph records none of them
+    source = graph_label(tracer.graph)
+    results = [_result(conversation.id, qa, outcome_from(qa.id, ans, jud, _gold(qa, use_audit), source=source))
+               for qa, ans, jud in judged]
     return ConversationRun(conversation.id, tracer.graph, results, tracer.stats, wall)
 
 

@@ -3,6 +3,8 @@ scripted LMs (robust parsing, failed attributions as data), blame aggregation, a
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 
 import pytest
@@ -158,10 +160,10 @@ def test_aggregate_groups_by_prompt_component(deletion):
 
 def test_real_failures_are_labelled_only_when_unambiguous(deletion):
     graph, fail = deletion
-    labelled, skipped = label_real_failures(graph, [fail, fail.with_(evidence=())], system="mem0")
+    labelled, skipped = label_real_failures(graph, [fail, replace(fail, evidence=())], system="mem0")
     assert [(c.error_type, c.op_id, c.source) for c in labelled] == [("DeletionError", "ingest:s3/tt.decide#1", "lineage")]
     assert list(skipped.values()) == ["no annotated evidence"]
-    flagged, _ = label_real_failures(graph, [fail.with_(flags=frozenset({"audit_wrong_gold"}))], system="mem0")
+    flagged, _ = label_real_failures(graph, [replace(fail, flags=frozenset({"audit_wrong_gold"}))], system="mem0")
     assert flagged[0].error_type == "AnnotationError" and flagged[0].source == "audit"
 
 

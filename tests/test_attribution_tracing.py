@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -76,7 +78,7 @@ def test_real_deletion_is_blamed_on_the_decision_that_ordered_it(recorded):
 
 def test_audit_flagged_gold_is_an_annotation_error_without_tracing(recorded):
     [case] = collect_failures(recorded)
-    flagged = case.with_(flags=frozenset({"audit_wrong_gold"}), corrected_answer="ceramics")
+    flagged = replace(case, flags=frozenset({"audit_wrong_gold"}), corrected_answer="ceramics")
     blame = TracingAttributor(embed=None).attribute(recorded, flagged)
     assert blame.error_type == "AnnotationError" and blame.op_id is None and "ceramics" in blame.reason
 
@@ -85,7 +87,7 @@ def test_pseudo_evidence_finds_the_evidence_message_and_traces_from_it(recorded)
     [case] = collect_failures(recorded)
     ranked = pseudo_evidence(recorded, case.question, case.gold, embed=None)
     assert ranked[0] == "message:D3:1@1"
-    blame = TracingAttributor(evidence="pseudo", embed=None).attribute(recorded, case.with_(evidence=()))
+    blame = TracingAttributor(evidence="pseudo", embed=None).attribute(recorded, replace(case, evidence=()))
     assert blame.error_type == "DeletionError" and blame.evidence == ("message:D3:1@1",)
 
 
@@ -174,19 +176,17 @@ def test_unparsable_llm_content_verdict_falls_back_to_tokens():
 
 def test_without_any_evidence_the_decision_comes_from_the_gold_answer(recorded, injected):
     [case] = collect_failures(recorded)
-    blame = TracingAttributor(evidence="annotated", embed=None).attribute(recorded, case.with_(evidence=()))
+    blame = TracingAttributor(evidence="annotated", embed=None).attribute(recorded, replace(case, evidence=()))
     assert blame.error_type == "ExtractionError" and blame.op_id is None and "unknown" in blame.reason
     ic = next(ic for inj, ic in injected if inj.error_type == "RetrievalError")
-    blame = TracingAttributor(evidence="annotated", embed=None).attribute(ic.graph, ic.case.with_(evidence=()))
+    blame = TracingAttributor(evidence="annotated", embed=None).attribute(ic.graph, replace(ic.case, evidence=()))
     assert (blame.error_type, blame.op_id) == ("RetrievalError", ic.op_id)
 
 
 def test_a_made_up_answer_to_an_unanswerable_question_is_the_answer_ops_fault(recorded):
-    import dataclasses
-
     case = next(c for c in collect_cases(recorded))
-    unanswerable = dataclasses.replace(case, gold="Not mentioned in the conversation", prediction="Paris",
-                                       flags=case.flags | {"unanswerable"}, evidence=())
+    unanswerable = replace(case, gold="Not mentioned in the conversation", prediction="Paris",
+                           flags=case.flags | {"unanswerable"}, evidence=())
     blame = TracingAttributor(evidence="annotated", embed=None).attribute(recorded, unanswerable)
     assert blame.error_type == "ResponseError"
     assert blame.op_id == unanswerable.qa_op and blame.prompt_component == "question_answering"
@@ -211,8 +211,6 @@ def test_update_events_that_store_nothing_carry_nothing():
 
 def test_no_fault_is_injected_into_a_question_whose_gold_the_audit_flags(recorded):
     """Its failure would be an AnnotationError as well as the injected type: no single ground truth."""
-    from dataclasses import replace
-
     case = next(c for c in collect_cases(recorded) if not c.failed)
     assert plan_injections(recorded, case)[0]
     plans, skipped = plan_injections(recorded, replace(case, flags=frozenset({"audit_wrong_gold"})))
@@ -223,7 +221,7 @@ def test_no_fault_is_injected_into_a_question_whose_gold_the_audit_flags(recorde
 def test_a_right_answer_judged_wrong_is_a_judge_error_that_names_no_prompt(recorded, prediction):
     [case] = collect_failures(recorded)
     gold = "7 May 2023" if "May" in prediction else "Biscuit"
-    misjudged = case.with_(gold=gold, prediction=prediction)
+    misjudged = replace(case, gold=gold, prediction=prediction)
     blame = TracingAttributor(embed=None).attribute(recorded, misjudged)
     assert blame.error_type == "JudgeError" and blame.op_id == case.judge_op
     assert blame.prompt_component is None and "stricter second judgement" in blame.reason
@@ -231,7 +229,7 @@ def test_a_right_answer_judged_wrong_is_a_judge_error_that_names_no_prompt(recor
 
 def test_a_wrong_answer_is_not_a_judge_error(recorded):
     [case] = collect_failures(recorded)
-    blame = TracingAttributor(embed=None).attribute(recorded, case.with_(gold="7 May 2023", prediction="8 May 2023"))
+    blame = TracingAttributor(embed=None).attribute(recorded, replace(case, gold="7 May 2023", prediction="8 May 2023"))
     assert blame.error_type != "JudgeError"
 
 

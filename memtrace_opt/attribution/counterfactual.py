@@ -27,11 +27,11 @@ from typing import Any, Mapping, cast
 from memtrace_opt.attribution.blame import BlameSignal
 from memtrace_opt.attribution.content import ContentJudge, TokenJudge
 from memtrace_opt.attribution.cost import CostMeter
-from memtrace_opt.attribution.failures import FailureCase, judgement_score
+from memtrace_opt.attribution.failures import FailureCase
 from memtrace_opt.attribution.tracing import Candidate, TracingAttributor, blame_from, dedup_candidates
 from memtrace_opt.attribution.view import answer_ops
-from memtrace_opt.errors import UnknownOperationError
-from memtrace_opt.graph import MemoryGraph, Overrides, replay
+from memtrace_opt.errors import MissingOutcomeError, UnknownOperationError
+from memtrace_opt.graph import MemoryGraph, Overrides, read_judged_outcome, replay
 from memtrace_opt.graph.model import MEMORY_UNIT, RETRIEVED
 from memtrace_opt.graph.replay import Rerun
 from memtrace_opt.lm.base import LMClient
@@ -234,12 +234,13 @@ def replay_fix(graph: MemoryGraph, case: FailureCase, cand: Candidate, fix: tupl
     new = result.graph
     executed = [new.ops[o] for o in result.stats.executed if o in new.ops]
     calls = [c for op in executed for c in op.lm_calls]
-    answer = new.value(new.latest_id(f"answer:{case.qa_id}")) if f"answer:{case.qa_id}" in new.latest else None
-    judged = f"judgement:{case.qa_id}"
-    score = judgement_score(new.value(new.latest_id(judged))) if judged in new.latest else None
-    return Verdict(cand, True, score == 1, None if answer is None else str(answer),
-                   f"replayed from {start}; new answer {answer!r}, score {score}",
-                   result.stats.lm_calls, sum(c.prompt_tokens for c in calls), sum(c.completion_tokens for c in calls))
+    cost = (result.stats.lm_calls, sum(c.prompt_tokens for c in calls), sum(c.completion_tokens for c in calls))
+    try:
+        outcome = read_judged_outcome(new, case.qa_id)
+    except MissingOutcomeError as err:  # the replay ran but left the question unjudged: no verdict, counted
+        return Verdict(cand, True, None, None, f"replayed from {start}: {err}", *cost, failed=True)
+    return Verdict(cand, True, outcome.correct, outcome.prediction,
+                   f"replayed from {start}; new answer {outcome.prediction!r}, score {outcome.score}", *cost)
 
 
 @dataclass

@@ -1,9 +1,10 @@
 """The failed questions of a run: what attribution works on.
 
-A question failed when its ``judgement:<qa id>`` says score 0. Each :class:`FailureCase` carries what
-every attribution method needs: question, gold, prediction, the annotated evidence turn ids and the
-dataset's flags (``audit_wrong_gold`` makes a case an AnnotationError without tracing), and the ids
-of the question's answer, retrieved context, answer op, judge op and slice.
+A question failed when its judged outcome (:func:`memtrace_opt.graph.outcome.read_judged_outcome`, the
+reader results and the optimizer use too) says score 0. Each :class:`FailureCase` carries what every
+attribution method needs: question, gold, prediction, the annotated evidence turn ids and the dataset's
+flags (``audit_wrong_gold`` makes a case an AnnotationError without tracing), and the ids of the
+question's answer, retrieved context, answer op, judge op and slice.
 
 Question metadata is looked up in this order: the ``qas`` argument (dataset QA objects or dicts),
 ``graph.meta["qa"][qa_id]``, the ``gold:<qa id>`` variable (a string or a dict), the answer session's
@@ -12,13 +13,15 @@ meta. So a graph alone is enough when the run recorded its questions' metadata.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from memtrace_opt.attribution.view import question_slice
+from memtrace_opt.errors import MissingOutcomeError
 from memtrace_opt.graph.model import MemoryGraph
+from memtrace_opt.graph.outcome import read_judged_outcome
 
-__all__ = ["FailureCase", "collect_cases", "collect_failures", "judgement_score", "qa_index"]
+__all__ = ["FailureCase", "build_case", "collect_cases", "collect_failures", "qa_index"]
 
 
 @dataclass(frozen=True)
@@ -62,9 +65,6 @@ class FailureCase:
                 out.append(graph.latest_id(name))
         return out
 
-    def with_(self, **changes: Any) -> "FailureCase":
-        return replace(self, **changes)
-
 
 def qa_index(qas: Mapping[str, Any] | Iterable[Any] | None) -> dict[str, Any]:
     """QA objects or dicts keyed by id."""
@@ -75,31 +75,22 @@ def qa_index(qas: Mapping[str, Any] | Iterable[Any] | None) -> dict[str, Any]:
     return {_get(q, "id"): q for q in qas}
 
 
-def judgement_score(value: Any) -> int | None:
-    """The 0/1 score of a judgement value (a dict with ``score`` or ``label``, or a bare number)."""
-    if isinstance(value, dict):
-        if value.get("score") is not None:
-            return int(float(value["score"]) >= 0.5)
-        label = str(value.get("label", "")).upper()
-        return {"CORRECT": 1, "WRONG": 0}.get(label)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return int(value >= 0.5)
-    if isinstance(value, bool):
-        return int(value)
-    return None
-
-
 def collect_cases(graph: MemoryGraph, qas: Mapping[str, Any] | Iterable[Any] | None = None) -> list[FailureCase]:
-    """Every judged question of ``graph`` (failed or not), in answering order."""
+    """Every judged question of ``graph`` (failed or not), in answering order.
+
+    An answer session with no judged outcome (a graph traced without judging) is no case: nothing
+    says it failed, and attribution works on failures. That is the one outcome this skips.
+    """
     index = qa_index(qas)
     cases = []
     for rec in graph.sessions.values():
         if rec.kind != "answer":
             continue
         qa_id = str(rec.meta.get("qa_id") or rec.id.removeprefix("answer:"))
-        case = build_case(graph, qa_id, index.get(qa_id), rec.meta)
-        if case is not None:
-            cases.append(case)
+        try:
+            cases.append(build_case(graph, qa_id, index.get(qa_id), rec.meta))
+        except MissingOutcomeError:
+            continue
     return cases
 
 
@@ -109,32 +100,26 @@ def collect_failures(graph: MemoryGraph, qas: Mapping[str, Any] | Iterable[Any] 
 
 
 def build_case(graph: MemoryGraph, qa_id: str, qa: Any = None, session_meta: Mapping[str, Any] | None = None
-               ) -> FailureCase | None:
-    """The case of question ``qa_id``, or None when it was never answered or judged."""
-    answer_name, judge_name = f"answer:{qa_id}", f"judgement:{qa_id}"
-    if answer_name not in graph.latest or judge_name not in graph.latest:
-        return None
+               ) -> FailureCase:
+    """The case of question ``qa_id``; MissingOutcomeError when the graph holds no judged outcome for it."""
+    outcome = read_judged_outcome(graph, qa_id)
     meta = _merged_meta(graph, qa_id, qa, session_meta or {})
-    answer_id = graph.latest_id(answer_name)
-    judge_id = graph.latest_id(judge_name)
     retrieved = f"retrieved:{qa_id}"
-    qa_op = graph.producer.get(answer_id)
-    judge_op = graph.producer.get(judge_id)
     return FailureCase(
         qa_id=qa_id,
         question=str(meta.get("question") or _question(graph, qa_id)),
         gold=str(meta.get("answer", meta.get("gold", ""))),
-        prediction=str(graph.value(answer_id) or ""),
-        score=judgement_score(graph.value(judge_id)),
+        prediction=outcome.prediction,
+        score=outcome.score,
         evidence=tuple(meta.get("evidence") or ()),
         flags=frozenset(meta.get("flags") or ()),
         corrected_answer=meta.get("corrected_answer"),
         conversation=graph.meta.get("conversation") or graph.meta.get("conversation_id"),
         system=graph.meta.get("system"),
-        answer_var=answer_id,
+        answer_var=outcome.answer_var,
         retrieved_var=graph.latest_id(retrieved) if retrieved in graph.latest else None,
-        qa_op=qa_op,
-        judge_op=judge_op,
+        qa_op=graph.producer.get(outcome.answer_var),
+        judge_op=graph.producer.get(outcome.judgement_var),
         slice_ops=tuple(op.id for op in question_slice(graph, qa_id)),
         meta={k: meta[k] for k in ("category",) if k in meta},
     )

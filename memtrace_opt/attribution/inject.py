@@ -30,7 +30,7 @@ from memtrace_opt.attribution.priors import prior_for
 from memtrace_opt.attribution.text import METADATA_KEYS, content_tokens
 from memtrace_opt.attribution.view import unit_chain
 from memtrace_opt.attribution.walk import forward_walk
-from memtrace_opt.graph import MemoryGraph, Overrides, replay
+from memtrace_opt.graph import MemoryGraph, MissingOutcomeError, Overrides, replay
 from memtrace_opt.graph.model import EXTRACTION, MEMORY_UNIT, UPDATE
 from memtrace_opt.graph.replay import Rerun
 from memtrace_opt.lm.base import LMClient
@@ -210,8 +210,9 @@ def inject_case(graph: MemoryGraph, case: FailureCase, injection: Injection, rer
         return OVER_BUDGET
     except Exception as err:  # a system that cannot replay this fault: recorded as a skip reason
         return f"replay failed: {type(err).__name__}: {err}"
-    new_case = build_case(result.graph, case.qa_id, qa or _qa_dict(case))
-    if new_case is None:
+    try:
+        new_case = build_case(result.graph, case.qa_id, qa or _qa_dict(case))
+    except MissingOutcomeError:  # recorded as a skip reason, counted by the bench like any other
         return "the replayed graph has no judgement for the question"
     if not new_case.failed:
         return f"still answered correctly ({new_case.prediction!r})"

@@ -13,6 +13,7 @@ from memtrace_opt.graph.model import (
     var_id,
 )
 from memtrace_opt.graph.ops import REGISTRY, OpContext, OpFailure, OpSpec, operation
+from memtrace_opt.graph.outcome import JudgedOutcome, MissingOutcomeError, read_judged_outcome
 from memtrace_opt.graph.queries import (
     OpLogEntry,
     OpView,
@@ -32,9 +33,10 @@ from memtrace_opt.graph.tracer import End, Memo, New, Next, Overrides, TraceStat
 from memtrace_opt.graph.validate import problems, validate
 
 __all__ = [
-    "End", "LMCall", "Memo", "MemoryGraph", "New", "Next", "OpContext", "OpFailure", "OpLogEntry", "OpSpec", "OpView",
-    "Operation", "Overrides", "PromptRef", "REGISTRY", "ReplayResult", "SessionRecord", "TraceStats", "Tracer",
-    "UnitEvent", "Variable", "changed_answers", "flat_op_log", "forward_impact", "import_smartcomment", "lineage",
-    "lineage_messages", "list_graphs", "live_units", "load_graph", "load_json", "op_subgraph", "operation", "problems",
-    "question_slice", "replay", "save_graph", "save_json", "split_var_id", "unit_lifetime", "upstream_cone", "validate", "var_id",
+    "End", "JudgedOutcome", "LMCall", "Memo", "MemoryGraph", "MissingOutcomeError", "New", "Next", "OpContext",
+    "OpFailure", "OpLogEntry", "OpSpec", "OpView", "Operation", "Overrides", "PromptRef", "REGISTRY", "ReplayResult",
+    "SessionRecord", "TraceStats", "Tracer", "UnitEvent", "Variable", "changed_answers", "flat_op_log",
+    "forward_impact", "import_smartcomment", "lineage", "lineage_messages", "list_graphs", "live_units", "load_graph",
+    "load_json", "op_subgraph", "operation", "problems", "question_slice", "read_judged_outcome", "replay",
+    "save_graph", "save_json", "split_var_id", "unit_lifetime", "upstream_cone", "validate", "var_id",
 ]

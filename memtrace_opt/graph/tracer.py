@@ -236,9 +236,8 @@ class Tracer:
         values.update(self.overrides.op_inputs.get(op_id, {}))
         component = prompt or spec.prompt
         prompt_text = self._prompt_text(component, op_id)
-        out_values, lm_calls, status, error, raw, key, reused = self._execute(
-            spec, op_id, session, values, params, prompt_text, set(outputs), component
-        )
+        done = self._execute(spec, op_id, session, values, params, prompt_text, set(outputs), component)
+        out_values = done.outputs
         forced = self.overrides.op_outputs.get(op_id)
         if forced:
             out_values = {**out_values, **forced}
@@ -253,8 +252,8 @@ class Tracer:
                     id=op_id, name=op_name, category=spec.category, inputs=in_ids,
                     outputs={role: v.id for role, v in made.items()}, time=self._tick(), session=session,
                     params=params, prompt=PromptRef(component, prompt_sha(prompt_text)) if component else None,
-                    lm_calls=lm_calls, status=status, error=error, raw=raw, memo_key=key, reused=reused,
-                    comment=comment,
+                    lm_calls=done.lm_calls, status=done.status, error=done.error, raw=done.raw, memo_key=done.memo_key,
+                    reused=done.reused, comment=comment,
                 )
                 self.graph.add_operation(op)
         return made

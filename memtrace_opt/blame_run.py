@@ -103,6 +103,7 @@ def attribute_run(run_dir: str | Path, *, method: str = "tracing", counterfactua
     from memtrace_opt.attribution.aggregate import aggregate
     from memtrace_opt.attribution.counterfactual import CounterfactualAttributor
     from memtrace_opt.attribution.failures import collect_failures
+    from memtrace_opt.schemas import BLAME, stamp
 
     root = Path(run_dir)
     cfg, graphs, conversations, notes = load_run(root)
@@ -135,9 +136,9 @@ def attribute_run(run_dir: str | Path, *, method: str = "tracing", counterfactua
         failures += getattr(attributor, "verification_failures", [])
     for case_id, why in failures:
         print(f"memtrace-opt: error: counterfactual verification of {case_id} failed: {why}", file=sys.stderr)
-    payload = {"method": base.name, "counterfactual": counterfactual and method == "tracing", "evidence": evidence,
-               "notes": notes, "verification_failed": len(failures),
-               "signals": [s.to_dict() for s in signals], "aggregate": aggregate(signals, by_case)}
+    payload = stamp(BLAME, {"method": base.name, "counterfactual": counterfactual and method == "tracing",
+                            "evidence": evidence, "notes": notes, "verification_failed": len(failures),
+                            "signals": [s.to_dict() for s in signals], "aggregate": aggregate(signals, by_case)})
     rd.write_json(root / "blame.json", payload)
     return payload
 

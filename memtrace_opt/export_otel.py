@@ -169,6 +169,7 @@ def export_run(run_dir: str | Path, *, endpoint: str | None = None, out: str | P
     URL; ``/v1/traces`` is added when missing) or to a JSON file ``out``; returns the span count."""
     from memtrace_opt import run_dir as rd
     from memtrace_opt.graph.io_json import load_json
+    from memtrace_opt.schemas import read_blame
 
     if (endpoint is None) == (out is None):
         raise ConfigError("export otel", None, "give exactly one of --endpoint URL or --out FILE.json")
@@ -178,7 +179,7 @@ def export_run(run_dir: str | Path, *, endpoint: str | None = None, out: str | P
     if not paths:
         raise ConfigError(str(root), None, "no graphs/*.jsonl.gz here: run `memtrace-opt eval` first")
     blame_file = root / "blame.json"
-    signals = json.loads(blame_file.read_text(encoding="utf-8")).get("signals", []) if blame_file.exists() else []
+    signals = read_blame(blame_file)["signals"] if blame_file.exists() else []
     graphs = (load_json(p) for p in paths)
     if endpoint is not None:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

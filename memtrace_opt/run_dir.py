@@ -7,6 +7,7 @@
     RUN_DIR/results.json                   one record per answered question (memtrace-results/1)
     RUN_DIR/summary.json                   accuracy with CIs per category, F1, BLEU-1, usage, failed ops
     RUN_DIR/usage.json                     LM usage totals (per role when a ledger was kept, per op)
+    RUN_DIR/blame.json                     attribute's blame (memtrace-blame/2; see memtrace_opt.schemas)
     RUN_DIR/lm_cache.sqlite                the LM disk cache, when the config names no cache_dir
 
 Every file is written atomically (temporary file, then rename), so an interrupted run never leaves
@@ -212,6 +213,8 @@ def read_json(path: str | Path) -> Any:
         raise DatasetError(str(p), None, "file not found (is this a run directory?)") from None
     except json.JSONDecodeError as err:
         raise DatasetError(str(p), None, f"not valid JSON: {err.msg} at line {err.lineno}") from None
+    except UnicodeDecodeError as err:
+        raise DatasetError(str(p), None, f"not UTF-8 text (byte {err.start})") from None
 
 
 def write_summary(run_dir: str | Path, summary: dict[str, Any]) -> Path:

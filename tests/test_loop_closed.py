@@ -9,6 +9,7 @@ import pytest
 
 from memtrace_opt.errors import ConfigError, LMError
 from memtrace_opt.loop import LoopContext, LoopData, LoopPlan, load_state, run_loop
+from memtrace_opt.schemas import read_blame
 from memtrace_opt.systems.base import QA_PROMPT
 from tests.test_loop_fixtures import (
     PROMPTS, QA_MAGIC, SEED_QA, ReflectionLM, TaskLM, accounted, backend, conversations, qa_blamer,
@@ -47,7 +48,7 @@ def test_attributed_rewrites_only_the_blamed_component(tmp_path):
     assert files["memory_update"] == PROMPTS["memory_update"]
     assert sorted(p.name for p in (tmp_path / "prompts").glob("*.diff")) == ["question_answering.diff"]
     assert "+Answer the question" in (tmp_path / "prompts" / "question_answering.diff").read_text()
-    blame = json.loads((tmp_path / "rounds" / "round_1" / "blame.json").read_text())
+    blame = read_blame(tmp_path / "rounds" / "round_1" / "blame.json")
     assert blame["components"] == [QA_PROMPT] and blame["failures"] == 3
     assert (tmp_path / "results.json").exists() and (tmp_path / "graphs" / "c-held.jsonl.gz").exists()
 
@@ -59,9 +60,9 @@ def test_unattributed_ablation_rewrites_every_component(tmp_path):
     assert sorted(state.final["changed_components"]) == sorted(TARGETS)
     files = prompt_files(tmp_path)
     assert all(files[c].endswith("Always check every memory before answering.") for c in TARGETS)
-    blame = json.loads((tmp_path / "rounds" / "round_1" / "blame.json").read_text())
-    assert {s["error_type"] for s in blame["signals"].values()} == {"ResponseError"}
-    assert blame["summary"]["components"][QA_PROMPT]["count"] == 3
+    blame = read_blame(tmp_path / "rounds" / "round_1" / "blame.json")
+    assert {s["error_type"] for s in blame["signals"]} == {"ResponseError"}
+    assert blame["aggregate"]["components"][QA_PROMPT]["count"] == 3
 
 
 def test_pruning_undoes_the_ablations_rewrites_that_validation_does_not_pay_for(tmp_path):
@@ -89,10 +90,10 @@ def test_real_tracing_attribution_blames_extraction(tmp_path):
     good_qa = f"{SEED_QA} Always {QA_MAGIC} before answering."
     ctx, _, reflection = make_ctx(tmp_path, attributor=make_attributor(), extract_magic=QA_MAGIC, seed_qa=good_qa)
     state = run_loop(ctx)
-    blame = json.loads((tmp_path / "rounds" / "round_1" / "blame.json").read_text())
+    blame = read_blame(tmp_path / "rounds" / "round_1" / "blame.json")
     assert blame["components"] == ["fact_extraction"]
-    assert {s["error_type"] for s in blame["signals"].values()} == {"ExtractionError"}
-    assert all(s["op_id"].split("/")[1].startswith("looptest.extract#") for s in blame["signals"].values())
+    assert {s["error_type"] for s in blame["signals"]} == {"ExtractionError"}
+    assert all(s["op_id"].split("/")[1].startswith("looptest.extract#") for s in blame["signals"])
     assert set(reflection.components) == {"fact_extraction"}
     assert state.final["changed_components"] == ["fact_extraction"]
     assert state.final["best_accuracy"] == 1.0 and state.final["seed_accuracy"] == 0.0
@@ -219,11 +220,11 @@ def test_the_loop_verifies_blame_by_replay_when_the_config_asks(tmp_path):
     ctx, _, _ = make_ctx(tmp_path, extract_magic=QA_MAGIC, seed_qa=good_qa, rounds=1)
     ctx.attributor = make_attributor(AttributionConfig(counterfactual=True), lms=ctx.backend.lms)
     run_loop(ctx)
-    blame = json.loads((tmp_path / "rounds" / "round_1" / "blame.json").read_text())
-    signals = list(blame["signals"].values())
+    blame = read_blame(tmp_path / "rounds" / "round_1" / "blame.json")
+    signals = blame["signals"]
     assert signals and {s["error_type"] for s in signals} == {"ExtractionError"}
     assert all(s["counterfactual_rescued"] is True for s in signals)
-    assert blame["summary"]["verification_failed"] == 0
+    assert blame["verification_failed"] == 0
     with pytest.raises(ConfigError, match="needs the task"):
         make_attributor(AttributionConfig(counterfactual=True))
     assert make_attributor(AttributionConfig(counterfactual=False)).verify_lms is None

@@ -97,10 +97,9 @@ def register(app: typer.Typer) -> None:
 
 def _effect_line(run_dir: Path) -> str:
     """The held-out effect of the optimized prompts: paired gain with its 95% CI and p, questions fixed and broken."""
-    from memtrace_opt.loop.artifacts import FINAL_FILE, read_json
-    from memtrace_opt.loop.compare import compare_finals
+    from memtrace_opt.loop.compare import compare_finals, load_final
 
-    final = read_json(run_dir / FINAL_FILE)
+    final = load_final(run_dir)
     row = compare_finals({str(run_dir): final})[0]
     cases = final.get("cases") or []
     fixed = sum(1 for c in cases if c["best_score"] > c["seed_score"])

@@ -13,6 +13,8 @@ Layout under RUN_DIR::
     prompts/<component>.txt          the final (best) prompts
     prompts/<component>.diff         unified diff of each changed prompt against the seed
     final.json                       held-out result: per-question scores, seed vs best, spend
+
+Every JSON file here names its schema (``"format"``); :mod:`memtrace_opt.schemas` stamps and reads them.
 """
 
 from __future__ import annotations

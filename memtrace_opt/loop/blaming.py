@@ -26,24 +26,30 @@ from memtrace_opt.optimizers.adapter import Attributor
 from memtrace_opt.optimizers.cases import CaseTrace
 from memtrace_opt.optimizers.feedback import unattributed_signal
 from memtrace_opt.optimizers.miprov2 import MIPRO_COMPONENTS
+from memtrace_opt.schemas import BLAME, stamp
 
 __all__ = ["GraphAttributor", "RoundBlame", "make_attributor", "round_blame"]
 
 
 @dataclass
 class RoundBlame:
-    """What attribution said about a round's failures, and what the round will optimize."""
+    """What attribution said about a round's failures, and what the round will optimize.
+
+    ``signals`` are keyed by question id; ``summary`` is the grouped blame (``aggregate``'s shape).
+    """
 
     signals: dict[str, BlameSignal]
     summary: dict[str, Any]
     components: list[str]
     failures: int
     unattributed_cases: list[str] = field(default_factory=list)
+    verification_failed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"failures": self.failures, "components": self.components, "summary": self.summary,
-                "not_attributed": self.unattributed_cases,
-                "signals": {qa: s.to_dict() for qa, s in self.signals.items()}}
+        """The round's ``blame.json``: a run's blame shape (``memtrace-blame/2``) plus the round's fields."""
+        return stamp(BLAME, {"failures": self.failures, "components": self.components,
+                             "not_attributed": self.unattributed_cases, "verification_failed": self.verification_failed,
+                             "signals": [s.to_dict() for s in self.signals.values()], "aggregate": self.summary})
 
 
 def round_blame(method: str, traces: Sequence[CaseTrace], targets: Sequence[str],
@@ -60,11 +66,11 @@ def round_blame(method: str, traces: Sequence[CaseTrace], targets: Sequence[str]
         signals = _attribute(failed, attributor, conversations)
         graphs = {s.case_id: t.graph for t in failed if (s := signals.get(t.case.qa_id)) is not None}
         summary = aggregate(list(signals.values()), graphs)
-        summary["verification_failed"] = len(getattr(attributor, "verification_failures", [])) - before
         counts = {c: e["count"] for c, e in summary["components"].items() if c in targets}
         ordered = sorted(counts, key=lambda c: (-counts[c], list(targets).index(c)))
         missing = [t.case.qa_id for t in failed if t.case.qa_id not in signals]
-        return RoundBlame(signals, summary, ordered, len(failed), missing)
+        unverified = len(getattr(attributor, "verification_failures", [])) - before
+        return RoundBlame(signals, summary, ordered, len(failed), missing, unverified)
     if method == "unattributed":
         signals = {t.case.qa_id: unattributed_signal(t) for t in failed}
         return RoundBlame(signals, blame_summary(list(signals.values()), targets), list(targets), len(failed))

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from memtrace_opt.atomic import atomic_write_text
-from memtrace_opt.errors import ConfigError
+from memtrace_opt.errors import ConfigError, DatasetError
 from memtrace_opt.loop.budget import Spend
+from memtrace_opt.schemas import CHECKPOINT, read_checkpoint, stamp
 
 __all__ = ["CHECKPOINT_FILE", "CHECKPOINT_FORMAT", "LoopState", "RoundRecord", "load_state", "save_state"]
 
 CHECKPOINT_FILE = "checkpoint.json"
-CHECKPOINT_FORMAT = "memtrace-loop/1"
+CHECKPOINT_FORMAT = CHECKPOINT.id  # checkpoint.json's schema (memtrace_opt.schemas)
 
 
 @dataclass
@@ -70,7 +71,7 @@ class LoopState:
         return Spend.from_dict(self.spend)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": CHECKPOINT_FORMAT, **asdict(self)}
+        return stamp(CHECKPOINT, asdict(self))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoopState:
@@ -84,34 +85,15 @@ def save_state(run_dir: Path, state: LoopState) -> Path:
     return atomic_write_text(run_dir / CHECKPOINT_FILE, json.dumps(state.to_dict(), indent=2, ensure_ascii=False))
 
 
-def _check_fields(data: dict[str, Any]) -> None:
-    """The fields the loop does arithmetic or lookups on have the types it expects (ValueError naming one)."""
-    spend = data.get("spend", {})
-    if not isinstance(spend, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                              for v in spend.values()):
-        raise ValueError("spend must map names to numbers")
-    for name in ("seed_candidate", "best_candidate"):
-        value = data.get(name, {})
-        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-            raise ValueError(f"{name} must map prompt components to text")
-    if not isinstance(data.get("rounds", []), list) or not all(isinstance(r, dict) for r in data.get("rounds", [])):
-        raise ValueError("rounds must be a list of objects")
-    if data.get("status", "running") not in ("running", "optimized", "done"):
-        raise ValueError(f"status {data.get('status')!r} is not running, optimized or done")
-
-
 def load_state(run_dir: Path) -> LoopState | None:
     """The checkpoint of ``run_dir``, or None when there is none; a corrupt one is a ConfigError."""
     path = run_dir / CHECKPOINT_FILE
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(data, dict):
-            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-        if data.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"format {data.get('format')!r} is not {CHECKPOINT_FORMAT!r}")
-        _check_fields(data)
-        return LoopState.from_dict(data)
-    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError) as err:
-        raise ConfigError(str(path), None, f"unreadable checkpoint ({err}); remove it or use another --out") from None
+        return LoopState.from_dict(read_checkpoint(path))
+    except DatasetError as err:
+        problem = f"{err.item}: {err.message}" if err.item else err.message
+    except (ValueError, TypeError, KeyError, AttributeError) as err:
+        problem = str(err)
+    raise ConfigError(str(path), None, f"unreadable checkpoint ({problem}); remove it or use another --out")

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence, cast
+from typing import Any, Mapping, Sequence
 
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.eval.metrics import paired_bootstrap
-from memtrace_opt.loop.artifacts import FINAL_FILE, read_json
+from memtrace_opt.loop.artifacts import FINAL_FILE
+from memtrace_opt.schemas import read_final
 
 __all__ = ["CompareRow", "compare_finals", "compare_runs", "load_final", "render_table"]
 
@@ -49,14 +50,12 @@ class CompareRow:
 
 
 def load_final(run_dir: str | Path) -> dict[str, Any]:
-    """A run's final.json; a ConfigError naming the dir when the run has not finished."""
+    """A run's final.json (any version, as ``memtrace-final/1``); a ConfigError naming the dir when the run has
+    not finished, a DatasetError naming the file and field when it is malformed or newer than this version."""
     path = Path(run_dir) / FINAL_FILE
     if not path.exists():
         raise ConfigError(str(run_dir), None, f"no {FINAL_FILE}: not a finished optimize run (rerun it with --resume)")
-    try:
-        return cast(dict[str, Any], read_json(path))
-    except ValueError as err:
-        raise ConfigError(str(path), None, f"unreadable: {err}") from None
+    return read_final(path)
 
 
 def compare_finals(finals: Mapping[str, Mapping[str, Any]], *, n_boot: int = 2000, seed: int = 0) -> list[CompareRow]:

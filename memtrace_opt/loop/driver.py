@@ -37,6 +37,7 @@ from memtrace_opt.optimizers.graphs import GraphStore
 from memtrace_opt.optimizers.miprov2 import run_miprov2
 from memtrace_opt.optimizers.proposer import ReflectionProposer
 from memtrace_opt.optimizers.selectors import selector_for
+from memtrace_opt.schemas import ROUND_OPTIMIZER, ROUND_SCORES, stamp
 
 __all__ = ["LoopContext", "run_loop"]
 
@@ -205,7 +206,7 @@ def _baseline(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter, 
     """Round 0: the seed prompts' validation accuracy, the score every round must beat."""
     traces = adapter.run(ctx.data.validation_cases(), state.seed_candidate)
     state.baseline_val = state.best_val = _mean(traces)
-    write_json(round_dir(ctx.run_dir, 0) / "scores.json", {"validation": _scores(traces)})
+    write_json(round_dir(ctx.run_dir, 0) / "scores.json", stamp(ROUND_SCORES, {"validation": _scores(traces)}))
     write_prompts(round_dir(ctx.run_dir, 0) / "prompts", state.seed_candidate)
     _checkpoint(ctx, state, meter)
 
@@ -261,8 +262,8 @@ def _run_round(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter,
     if ctx.plan.prune and out.val_score > state.best_val + 1e-9 and out.candidate != current:
         out = _prune(ctx, adapter, current, out)
     write_prompts(rdir / "prompts", out.candidate, state.seed_candidate)
-    write_json(rdir / "scores.json", {"train": _scores(traces), "validation": out.val_scores})
-    write_json(rdir / "optimizer.json", out.info)
+    write_json(rdir / "scores.json", stamp(ROUND_SCORES, {"train": _scores(traces), "validation": out.val_scores}))
+    write_json(rdir / "optimizer.json", stamp(ROUND_OPTIMIZER, out.info))
     return RoundRecord(
         index=r, train_conversations=sorted({c.conversation_id for c in train}), failures=blame.failures,
         cases=len(traces), blamed={c: e["count"] for c, e in blame.summary["components"].items()},

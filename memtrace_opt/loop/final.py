@@ -19,10 +19,11 @@ from memtrace_opt.eval.results import QAResult, summarize
 from memtrace_opt.loop.artifacts import write_prompts
 from memtrace_opt.optimizers.adapter import MemoryPromptAdapter
 from memtrace_opt.optimizers.cases import CaseTrace, QACase
+from memtrace_opt.schemas import FINAL, stamp
 
 __all__ = ["FINAL_FORMAT", "evaluate_heldout", "qa_result"]
 
-FINAL_FORMAT = "memtrace-final/1"
+FINAL_FORMAT = FINAL.id  # final.json's schema (memtrace_opt.schemas)
 
 
 def qa_result(trace: CaseTrace, qa: QA) -> QAResult:
@@ -53,13 +54,12 @@ def evaluate_heldout(
     results = [qa_result(b, qas[(b.case.conversation_id, b.case.qa_id)]) for b in best_traces]
     _write_run_layout(run_dir, best_traces, results)
     n = len(rows)
-    final = {
-        "format": FINAL_FORMAT, **dict(info), "n": n, "changed_components": changed,
+    return stamp(FINAL, {
+        **dict(info), "n": n, "changed_components": changed,
         "seed_accuracy": sum(r["seed_score"] for r in rows) / n if n else 0.0,
         "best_accuracy": sum(r["best_score"] for r in rows) / n if n else 0.0,
         "cases": rows,
-    }
-    return final
+    })
 
 
 def _row(seed: CaseTrace, best: CaseTrace, qa: QA) -> dict[str, Any]:

@@ -7,10 +7,10 @@ whole report, never a silent gap). This module is the one place that knows file 
 the renderers only see :class:`RunData`.
 
 Files read: ``config.yaml``, ``summary.json``, ``usage.json``, ``results.json`` and ``graphs/`` (see
-:mod:`memtrace_opt.run_dir`); ``blame.json`` (``{"signals": [...] | {case: ...}, "aggregate": ...}`` or a
-bare list of BlameSignal dicts); the closed loop's ``checkpoint.json``, ``final.json``,
-``rounds/round_<k>/{scores,blame}.json`` and ``prompts/<component>.txt`` + ``.diff`` (see
-:mod:`memtrace_opt.loop.artifacts`; scores via :mod:`.rounds`); ``attribution_bench*.json`` /
+:mod:`memtrace_opt.run_dir`); ``blame.json``, the closed loop's ``checkpoint.json``, ``final.json`` and
+``rounds/round_<k>/blame.json``, each through its reader in :mod:`memtrace_opt.schemas` (any version,
+converted to the current shape); ``rounds/round_<k>/scores.json`` (via :mod:`.rounds`) and
+``prompts/<component>.txt`` + ``.diff`` (see :mod:`memtrace_opt.loop.artifacts`); ``attribution_bench*.json`` /
 ``bench*.json`` (see :mod:`.bench`).
 """
 
@@ -21,7 +21,7 @@ import gzip
 import json
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import yaml
 
@@ -31,6 +31,7 @@ from memtrace_opt.errors import DatasetError
 from memtrace_opt.report.bench import BenchData, read_bench
 from memtrace_opt.report.rounds import RoundPoint, read_rounds
 from memtrace_opt.report.theme import ATTRIBUTION_FAILED
+from memtrace_opt.schemas import read_blame, read_checkpoint, read_final
 
 __all__ = ["FailedQuestion", "PromptChange", "RunData", "collect_run", "read_graph_meta"]
 
@@ -126,11 +127,11 @@ def collect_run(run_dir: str | Path, *, bench_path: str | Path | None = None,
     by_file = {rd.graph_path(root, str(r.get("conversation"))).name: str(r.get("conversation")) for r in data.results}
     data.graphs = {by_file.get(p.name, p.name[: -len(rd.GRAPH_SUFFIX)]): p for p in rd.list_graphs(root)}
     data.graph_meta = read_graph_meta(next(iter(data.graphs.values()))) if data.graphs else {}
-    data.checkpoint = _mapping(_load(data, root / "checkpoint.json"))
-    data.final = _mapping(_load(data, root / "final.json"))
-    data.blame = _signals(data, _load(data, root / "blame.json"), "blame.json")
+    data.checkpoint = _load(data, root / "checkpoint.json", reader=read_checkpoint) or {}
+    data.final = _load(data, root / "final.json", reader=read_final) or {}
+    data.blame = _signals(data, root / "blame.json")
     for k, path in _round_blame_files(root):
-        data.round_blame[k] = _signals(data, _load(data, path), f"rounds/round_{k}/blame.json")
+        data.round_blame[k] = _signals(data, path)
     data.failed = _failed(data)
     data.rounds = _rounds(data, root, compare)
     data.prompts = _prompts(data, root / "prompts")
@@ -151,26 +152,30 @@ def collect_run(run_dir: str | Path, *, bench_path: str | Path | None = None,
     return data
 
 
-def _load(data: RunData, path: Path, *, yaml_file: bool = False, required: bool = False) -> Any:
-    """The parsed file, None when absent; an unreadable file becomes a note (or an error when required)."""
+def _load(data: RunData, path: Path, *, yaml_file: bool = False, required: bool = False,
+          reader: Callable[[Path], Any] | None = None) -> Any:
+    """The parsed file (by ``reader``, a schema's, when given), None when absent; an unreadable file becomes
+    a note (or an error when required)."""
     if not path.exists():
         if required:
             raise DatasetError(str(path), None, "file not found")
         return None
     try:
+        if reader is not None:
+            return reader(path)
         text = path.read_text(encoding="utf-8")
         return yaml.safe_load(text) if yaml_file else json.loads(text)
-    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as err:
-        message = " ".join(str(err).split())[:200]
+    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError, DatasetError) as err:
+        where = f"{err.item}: " if isinstance(err, DatasetError) and err.item else ""
+        message = " ".join((where + (err.message if isinstance(err, DatasetError) else str(err))).split())[:200]
         if required:
             raise DatasetError(str(path), None, f"cannot read: {message}") from None
-        data.notes.append(f"{path.relative_to(data.run_dir) if path.is_relative_to(data.run_dir) else path}: "
-                          f"could not be read ({message}); section omitted")
+        data.notes.append(f"{_relative(data, path)}: could not be read ({message}); section omitted")
         return None
 
 
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+def _relative(data: RunData, path: Path) -> Path:
+    return path.relative_to(data.run_dir) if path.is_relative_to(data.run_dir) else path
 
 
 def _records(payload: Any, key: str) -> list[dict[str, Any]]:
@@ -181,20 +186,15 @@ def _records(payload: Any, key: str) -> list[dict[str, Any]]:
 _BLAME_FIELDS = {f.name for f in fields(BlameSignal)}
 
 
-def _signals(data: RunData, payload: Any, source: str) -> list[BlameSignal]:
-    """Blame signals from a list, ``{"signals": [...]}`` or the loop's ``{"signals": {case: signal}}``."""
-    records: Any = payload
-    if isinstance(payload, dict):
-        keys = [k for k in ("signals", "blame", "cases") if isinstance(payload.get(k), (list, dict))]
-        records = payload[keys[0]] if keys else []
-    if isinstance(records, dict):
-        records = list(records.values())
+def _signals(data: RunData, path: Path) -> list[BlameSignal]:
+    """The blame signals of a run's or a round's ``blame.json``; a malformed record is skipped with a note."""
+    payload = _load(data, path, reader=read_blame)
     out = []
-    for i, rec in enumerate(records if isinstance(records, list) else []):
+    for i, rec in enumerate(payload["signals"] if payload else []):
         try:
             signal = BlameSignal.from_dict({k: v for k, v in rec.items() if k in _BLAME_FIELDS})
         except (TypeError, ValueError, AttributeError) as err:
-            data.notes.append(f"{source}: record {i} skipped ({' '.join(str(err).split())[:160]})")
+            data.notes.append(f"{_relative(data, path)}: record {i} skipped ({' '.join(str(err).split())[:160]})")
             continue
         out.append(signal if signal.error_type else replace(signal, error_type=ATTRIBUTION_FAILED))
     return out

@@ -12,7 +12,7 @@ from typing import Any, Callable
 from memtrace_opt.config import RunConfig, load_config
 from memtrace_opt.errors import ConfigError
 
-__all__ = ["as_config", "build_context", "dataset_slice", "make_judge", "prepare_run", "split_conversations"]
+__all__ = ["as_config", "build_context", "dataset_slice", "prepare_run", "split_conversations"]
 
 
 def as_config(config: str | Path | RunConfig) -> tuple[RunConfig, str]:
@@ -72,19 +72,11 @@ def split_conversations(cfg: RunConfig, sliced: Any) -> tuple[Any, ...]:
     return tuple(known[i] for i in wanted)
 
 
-def make_judge(kind: str, lm: Any) -> Any:
-    """The judge object of ``eval.judge`` (what MIPROv2's metric uses: the same kind the eval.judge op uses)."""
-    from memtrace_opt.eval.judge import DeterministicJudge, HybridJudge, LLMJudge
-
-    if kind == "deterministic":
-        return DeterministicJudge()
-    return HybridJudge(LLMJudge(lm)) if kind == "hybrid" else LLMJudge(lm)
-
-
 def build_context(cfg: RunConfig, *, method: str | None, run_dir: Path, tuning_from: str | None,
                   progress: Callable[[str], None] | None = None, injected: Any = None) -> tuple[Any, Any]:
     """``(LoopContext, usage ledger or None)``: everything the closed loop needs, from ``cfg`` (``injected``:
     LM clients that replace the configured models, see :class:`memtrace_opt.lm.run_lms.Injected`)."""
+    from memtrace_opt.eval.judge import make_judge
     from memtrace_opt.lm.run_lms import build_run_lms
     from memtrace_opt.loop import LoopContext, LoopPlan
     from memtrace_opt.loop.blaming import make_attributor

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from memtrace_opt.errors import ConfigError, DatasetError
 from memtrace_opt.lm.run_lms import Injected, build_run_lms
 
-__all__ = ["METHODS", "attribute_run", "build_lms", "load_conversations", "load_run", "make_method", "pick_embed"]
+__all__ = ["METHODS", "attribute_run", "blame_counts", "build_lms", "load_conversations", "load_run", "make_method", "pick_embed"]
 
 METHODS = ("tracing", "flat_log", "all_at_once", "step_by_step", "binary_search")
 def build_lms(cfg: Any, cache_dir: Path, injected: Injected | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -155,3 +155,12 @@ def _rerun(graph: Any, conv: Any, resources: Mapping[str, Any], notes: list[str]
     return make_rerun(str(graph.meta["system"]), conv, qas, graph.meta.get("settings"),
                       str(graph.meta.get("judge", "llm")), use_audit=bool(graph.meta.get("use_audit")),
                       resources=resources)
+
+
+def blame_counts(payload: Mapping[str, Any]) -> str:
+    """``"8 AnnotationError, 61 ResponseError"``: how many failures each error type got ("no failures")."""
+    counts: dict[str, int] = {}
+    for signal in payload["signals"]:
+        kind = signal["error_type"] or "unattributed"
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no failures"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memtrace_opt.eval.judge import JUDGE_PROMPT, DeterministicJudge, HybridJudge, JudgeVerdict, LLMJudge
+from memtrace_opt.eval.judge import JUDGE_KINDS, JUDGE_PROMPT, JudgeVerdict, make_judge
 from memtrace_opt.graph import New, OpContext, OpFailure, Tracer, Variable, operation
 from memtrace_opt.graph.model import GOLD, JUDGE, JUDGEMENT
 from memtrace_opt.graph.ops import prompt_sha
@@ -20,7 +20,6 @@ from memtrace_opt.lm.base import LMResult
 __all__ = ["JUDGE_KINDS", "JUDGE_OP", "judge_answer", "judgement_value"]
 
 JUDGE_OP = "eval.judge"
-JUDGE_KINDS = ("llm", "deterministic", "hybrid")
 
 
 class _ContextLM:
@@ -43,15 +42,8 @@ def judgement_value(verdict: JudgeVerdict) -> dict[str, Any]:
 @operation(JUDGE_OP, category=JUDGE)
 def _judge(ctx: OpContext, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """Score the answer against the gold; an unreadable judge reply is a failed op scoring 0."""
-    kind = params.get("judge", "llm")
-    if kind == "deterministic":
-        verdict = DeterministicJudge().judge(inputs["question"], inputs["gold"], inputs["answer"] or "")
-    elif kind == "llm":
-        verdict = LLMJudge(_ContextLM(ctx)).judge(inputs["question"], inputs["gold"], inputs["answer"] or "")
-    elif kind == "hybrid":
-        verdict = HybridJudge(LLMJudge(_ContextLM(ctx))).judge(inputs["question"], inputs["gold"], inputs["answer"] or "")
-    else:
-        raise ValueError(f"eval.judge: params['judge'] must be one of {JUDGE_KINDS}, got {kind!r}")
+    judge = make_judge(params.get("judge", "llm"), _ContextLM(ctx))
+    verdict = judge.judge(inputs["question"], inputs["gold"], inputs["answer"] or "")
     value = judgement_value(verdict)
     if verdict.failed:
         raise OpFailure(verdict.reason, fallback={"judgement": value}, raw=verdict.raw)

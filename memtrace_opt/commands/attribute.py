@@ -13,19 +13,10 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from memtrace_opt.blame_run import METHODS, attribute_run
+from memtrace_opt.blame_run import METHODS, attribute_run, blame_counts
 from memtrace_opt.errors import ConfigError
 
-__all__ = ["blame_counts", "register", "summary_table"]
-
-
-def blame_counts(payload: Mapping[str, Any]) -> str:
-    """``"8 AnnotationError, 61 ResponseError"``: how many failures each error type got ("no failures")."""
-    counts: dict[str, int] = {}
-    for signal in payload["signals"]:
-        kind = signal["error_type"] or "unattributed"
-        counts[kind] = counts.get(kind, 0) + 1
-    return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no failures"
+__all__ = ["register", "summary_table"]
 
 
 def summary_table(payload: Mapping[str, Any]) -> Any:

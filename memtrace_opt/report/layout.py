@@ -201,12 +201,13 @@ def _column_order(g: MemoryGraph, ids: list[str]) -> list[str]:
 
 
 def _verdict(g: MemoryGraph, qa_id: str) -> int | None:
-    name = f"judgement:{qa_id}"
-    if name not in g.latest:
+    """The question's judged score, or None when the graph holds no readable judgement (drawn unjudged)."""
+    from memtrace_opt.graph.outcome import MissingOutcomeError, read_judged_outcome
+
+    try:
+        return read_judged_outcome(g, qa_id).score
+    except MissingOutcomeError:
         return None
-    value = g.value(g.latest_id(name))
-    score = value.get("score") if isinstance(value, dict) else value
-    return int(score) if isinstance(score, (int, float)) else None
 
 
 def _node(g: MemoryGraph, nid: str, c: int, x: float, y: float, w: float, h: float, blamed: str | None,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from gepa.strategies.instruction_proposal import InstructionProposalSignature
 
@@ -148,6 +148,8 @@ class ComponentProposer:
     def __init__(self) -> None:
         self.log: list[Proposal] = []
         self.error: BaseException | None = None
+        #: Told of each proposal as it is made (the loop prints it: a GEPA round is otherwise silent for minutes).
+        self.on_proposal: Callable[[Proposal], None] | None = None
 
     def begin_step(self) -> None:
         """Called once per GEPA proposal step, before its components."""
@@ -173,6 +175,8 @@ class ComponentProposer:
                 self.error = err
                 raise
             self.log.append(proposal)
+            if self.on_proposal is not None:
+                self.on_proposal(proposal)
             if proposal.accepted:
                 new_texts[name] = proposal.new_text
         return new_texts

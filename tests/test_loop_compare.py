@@ -127,6 +127,7 @@ def test_optimize_follows_the_cli_convention_json_on_stdout_progress_on_stderr(t
     quiet = capsys.readouterr()
     stamp = re.compile(r"^\[\d\d:\d\d:\d\d\] ", re.M)
     assert stamp.search(loud.err) and "round 1/" in loud.err  # timestamped progress on stderr
+    assert re.search(r"proposal 1 \((demos|rule|line)", loud.err)  # GEPA's proposals are reported as they come
     assert loud.out.rstrip().splitlines()[-1].startswith("held-out (3 questions): no optimization 0.0% → optimized")
     final = json.loads(quiet.out)  # stdout is one JSON document, nothing else
     assert final["best_accuracy"] == 1.0 and final["run_dir"].endswith("cli-attributed") and final["n"] == 3

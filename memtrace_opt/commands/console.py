@@ -43,9 +43,15 @@ class Reporter:
         self._out = _console()
 
     def say(self, message: str) -> None:
-        """A progress line on stderr, timestamped (nothing with ``--quiet``)."""
+        """A progress line on stderr, timestamped (nothing with ``--quiet``); never wrapped or padded, so a
+        log file gets one line per event."""
         if not self.quiet:
-            self._err.log(message, markup=False)
+            import time
+
+            from rich.text import Text
+
+            line = Text.assemble((time.strftime("[%H:%M:%S]"), "log.time"), " ", message)
+            self._err.print(line, soft_wrap=True, highlight=False)
 
     @property
     def progress(self) -> Any:

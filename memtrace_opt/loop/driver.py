@@ -286,6 +286,9 @@ def _optimize(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter, 
     if ctx.plan.method == "miprov2":
         return _mipro(ctx, state, adapter, train, val)
     proposer = _proposer(ctx, state, blame, traces, rdir)
+    proposer.on_proposal = lambda p: ctx.say(
+        f"  proposal {len(proposer.log)} ({p.mode}, {p.component}): "
+        + (p.reason if p.accepted else f"none: {p.reason}")[:160] + (" → GEPA scores it on a minibatch" if p.accepted else ""))
     outcome = run_gepa(
         adapter, seed_candidate=current, trainset=train, valset=val,
         selector=selector_for(ctx.plan.method, blame.components), proposer=proposer,

@@ -32,6 +32,12 @@ class ModelConfig(BaseModel):
     #: Embedded only: llama.cpp n-gram speculative decoding (same text at temperature 0; faster
     #: where outputs copy text, see ``memtrace-opt bench-lm``). ``none``, ``ngram_mod``, ``ngram_simple``.
     speculative: Literal["none", "ngram_mod", "ngram_simple"] = "none"
+    #: Served only (litellm, openai_compatible): seconds to wait for one reply, and how often a 429, a 5xx
+    #: or a refused connection is retried (exponential backoff from ``backoff_s``, full jitter, Retry-After
+    #: honoured) before the run stops with one line naming host, status and model.
+    timeout_s: float = Field(600.0, gt=0)
+    num_retries: int = Field(4, ge=0, le=20)
+    backoff_s: float = Field(1.0, ge=0)
 
     @model_validator(mode="after")
     def _served_needs_a_base(self) -> "ModelConfig":

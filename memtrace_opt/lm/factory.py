@@ -59,10 +59,10 @@ def build_base(cfg: ModelConfig) -> LMClient:
     """The bare model client for ``cfg`` (an embedded model is loaded lazily, on its first call)."""
     if cfg.provider == "embedded":
         return LazyEmbedded(cfg.model, n_ctx=cfg.n_ctx, threads=cfg.threads, speculative=cfg.speculative)
-    if cfg.provider == "litellm":
-        return LiteLLMClient(cfg.model, api_base=cfg.api_base, api_key_env=cfg.api_key_env)
-    if cfg.provider == "openai_compatible":
-        return LiteLLMClient(f"openai/{cfg.model}", api_base=cfg.api_base, api_key_env=cfg.api_key_env)
+    if cfg.provider in ("litellm", "openai_compatible"):
+        model = cfg.model if cfg.provider == "litellm" else f"openai/{cfg.model}"
+        return LiteLLMClient(model, api_base=cfg.api_base, api_key_env=cfg.api_key_env, num_retries=cfg.num_retries,
+                             timeout_s=cfg.timeout_s, backoff_s=cfg.backoff_s)
     raise LMError(f"unknown model provider {cfg.provider!r}: expected 'embedded', 'litellm' or 'openai_compatible'")
 
 

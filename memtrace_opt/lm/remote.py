@@ -64,10 +64,13 @@ def retry_delay(attempt: int, exc: BaseException, *, base_s: float = 1.0, cap_s:
 
 
 def _litellm() -> Any:
-    """Import LiteLLM lazily, with the bundled cost map (else its first call does a network lookup)."""
+    """Import LiteLLM lazily, with the bundled cost map (else its first call does a network lookup) and
+    without its "Give Feedback / Get Help" banner, which it prints on stdout at every failed call (stdout
+    is for a command's result; our retries and the one-line error say what happened)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
+    litellm.suppress_debug_info = True
     return litellm
 
 

@@ -77,6 +77,7 @@ def build_context(cfg: RunConfig, *, method: str | None, run_dir: Path, tuning_f
     """``(LoopContext, usage ledger or None)``: everything the closed loop needs, from ``cfg`` (``injected``:
     LM clients that replace the configured models, see :class:`memtrace_opt.lm.run_lms.Injected`)."""
     from memtrace_opt.eval.judge import make_judge
+    from memtrace_opt.executors import make_executor
     from memtrace_opt.lm.run_lms import build_run_lms
     from memtrace_opt.loop import LoopContext, LoopPlan
     from memtrace_opt.loop.blaming import make_attributor
@@ -88,7 +89,8 @@ def build_context(cfg: RunConfig, *, method: str | None, run_dir: Path, tuning_f
     run = build_run_lms(cfg, run_dir, injected)
     lms = run.lms
     backend = RunnerBackend(cfg.system.name, lms={"task": lms["task"], "judge": lms["judge"]},
-                            settings=cfg.system.settings, judge=cfg.eval.judge, resources=run.resources)
+                            settings=cfg.system.settings, judge=cfg.eval.judge, resources=run.resources,
+                            executor=make_executor(cfg, run_dir, ledger=run.ledger))
     ctx = LoopContext(
         backend=backend, data=data, plan=plan, run_dir=run_dir, reflection_lm=lms["reflection"],
         attributor=make_attributor(cfg.attribution, lms={"task": lms["task"], "judge": lms["judge"]},

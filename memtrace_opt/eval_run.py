@@ -23,16 +23,13 @@ def run_eval(config: str | Path | RunConfig, *, resume: bool = True, out: str | 
     write the run dir; the EvaluationRun. ``injected`` replaces the configured models."""
     from memtrace_opt import run_dir as rd
     from memtrace_opt.assemble import dataset_slice, prepare_run, split_conversations
-    from memtrace_opt.errors import ConfigError
-    from memtrace_opt.executors import make_executor
+    from memtrace_opt.executors import make_executor, refuse_ray_with_injected
     from memtrace_opt.run_lock import run_lock
     from memtrace_opt.systems.runner import evaluate_system
 
     cfg, source, run_dir = prepare_run(config, out=out, dataset_path=dataset_path)
     conversations = split_conversations(cfg, dataset_slice(cfg))  # bad data fails before the run dir exists
-    if cfg.executor.kind == "ray" and injected is not None:
-        raise ConfigError(source, "executor.kind", "ray workers build their LMs from the config; LMs injected "
-                          "into this process cannot reach them (use kind local)")
+    refuse_ray_with_injected(cfg, injected, source)
     with run_lock(run_dir, "eval"):
         if resume:
             rd.check_same_config(run_dir, cfg, source, "use --no-resume to overwrite it or --out for a new directory",

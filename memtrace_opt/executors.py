@@ -10,6 +10,11 @@ The Ray executor sends plain data (the config as a dict, the run dir, the conver
 :func:`~memtrace_opt.lm.run_lms.build_run_lms` from the same config and run dir, so it reads and
 fills the same disk LM cache and reads keys from the same environment variables as a local run.
 That is also why the config refuses ``kind: ray`` with an embedded task or judge model.
+
+The optimizer uses the same executor for its graph jobs (:meth:`Executor.map_graphs`): each
+candidate evaluation and the held-out final make one graph per conversation (a recording, or a
+replay of a stored graph), run together and returned in job order, so the loop's files are the
+same whatever ran them. Attribution (and its counterfactual replays) still runs in this process.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ if TYPE_CHECKING:
     from memtrace_opt.lm.usage import UsageLedger
     from memtrace_opt.systems.runner import ConversationRun
 
-__all__ = ["ConversationJob", "Executor", "LocalExecutor", "RayExecutor", "make_executor"]
+__all__ = ["ConversationJob", "Executor", "LocalExecutor", "RayExecutor", "make_executor", "refuse_ray_with_injected"]
 
 Finished = Iterator[tuple[str, "ConversationRun"]]
 
@@ -59,6 +64,10 @@ class Executor(Protocol):
     def each_finished(self, run: Callable[[Any], ConversationRun], conversations: Sequence[Any],
                       job: ConversationJob) -> Finished: ...
 
+    def map_graphs(self, backend: Any, jobs: Sequence[Any]) -> list[Any]:
+        """The optimizer's graph jobs (records and replays of candidates), each job's graph in job order."""
+        ...
+
 
 class LocalExecutor:
     """In this process: in order with one worker, else on a bounded thread pool of ``workers``.
@@ -89,6 +98,13 @@ class LocalExecutor:
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
+    def map_graphs(self, backend: Any, jobs: Sequence[Any]) -> list[Any]:
+        """Each graph job's graph, in job order: one by one, or on the thread pool."""
+        if self.workers <= 1 or len(jobs) <= 1:
+            return [backend.graph(job) for job in jobs]
+        with ThreadPoolExecutor(max_workers=min(self.workers, len(jobs)), thread_name_prefix="memtrace-graph") as pool:
+            return list(pool.map(backend.graph, jobs))
+
 
 def run_on_worker(config: Mapping[str, Any], run_dir: str, conversation: Any,
                   job: ConversationJob) -> tuple[ConversationRun, dict[str, Any]]:
@@ -109,6 +125,21 @@ def run_on_worker(config: Mapping[str, Any], run_dir: str, conversation: Any,
                            judge=job.judge, use_audit=job.use_audit, run_id=job.run_id, dataset=job.dataset,
                            resources=lms.resources)
     return run, _usage_parts(lms.ledger)
+
+
+def graph_on_worker(config: Mapping[str, Any], run_dir: str, spec: Mapping[str, Any],
+                    job: Any) -> tuple[Any, dict[str, Any]]:
+    """One optimizer graph job inside a Ray worker: ``(its graph, the LM usage it cost)``; the backend is
+    rebuilt from ``spec`` around LMs built from the config, as :func:`run_on_worker` does."""
+    from memtrace_opt.config import RunConfig
+    from memtrace_opt.lm.run_lms import build_run_lms
+    from memtrace_opt.optimizers.backend import RunnerBackend
+
+    cfg = RunConfig.model_validate(dict(config))
+    lms = build_run_lms(cfg, Path(run_dir))
+    backend = RunnerBackend(spec["system"], lms={"task": lms.lms["task"], "judge": lms.lms["judge"]},
+                            settings=spec["settings"], judge=spec["judge"], resources=lms.resources)
+    return backend.graph(job), _usage_parts(lms.ledger)
 
 
 def _usage_parts(ledger: UsageLedger | None) -> dict[str, Any]:
@@ -176,26 +207,41 @@ class RayExecutor:
         if not conversations:
             return
         ray = self._ray()
-        task = ray.remote(run_on_worker)
         config = ray.put(self.config)  # once, not once per task
-        waiting = iter(conversations)
-        in_flight: dict[Any, str] = {}
+        yield from self._tasks(ray, run_on_worker, ((c.id, (config, self.run_dir, c, job)) for c in conversations))
+
+    def map_graphs(self, backend: Any, jobs: Sequence[Any]) -> list[Any]:
+        """Each :class:`~memtrace_opt.optimizers.backend.GraphJob`'s graph as a Ray task (:func:`graph_on_worker`),
+        in job order: candidate evaluations and the held-out final across conversations."""
+        if not jobs:
+            return []
+        ray = self._ray()
+        config, spec = ray.put(self.config), backend.spec()
+        done = dict(self._tasks(ray, graph_on_worker, ((i, (config, self.run_dir, spec, j)) for i, j in enumerate(jobs))))
+        return [done[i] for i in range(len(jobs))]
+
+    def _tasks(self, ray: Any, fn: Callable[..., Any], work: Iterator[tuple[Any, tuple[Any, ...]]]) -> Iterator[Any]:
+        """Run ``fn(*args)`` for each ``(key, args)`` as a Ray task, at most ``workers`` in flight; yield
+        ``(key, value)`` as each finishes (the worker's LM usage goes to the ledger). A failure cancels the
+        tasks in flight and is re-raised as the task's own exception."""
+        task = ray.remote(fn)
+        in_flight: dict[Any, Any] = {}
 
         def submit() -> None:
-            conv = next(waiting, None)
-            if conv is not None:
-                in_flight[task.remote(config, self.run_dir, conv, job)] = conv.id
+            item = next(work, None)
+            if item is not None:
+                in_flight[task.remote(*item[1])] = item[0]
 
         try:
             for _ in range(self.workers):
                 submit()
             while in_flight:
                 (ready,), _ = ray.wait(list(in_flight), num_returns=1)
-                conv_id = in_flight.pop(ready)
-                conv_run, usage = _result(ray, ready)
+                key = in_flight.pop(ready)
+                value, usage = _result(ray, ready)
                 _absorb_usage(self.ledger, usage)
                 submit()  # keep the slot busy while the caller checkpoints
-                yield conv_id, conv_run
+                yield key, value
         finally:
             for ref in in_flight:  # after a failure, or when the caller stops early
                 ray.cancel(ref)
@@ -210,6 +256,15 @@ def _result(ray: Any, ref: Any) -> Any:
         if isinstance(cause, Exception):
             raise cause from err
         raise
+
+
+def refuse_ray_with_injected(cfg: RunConfig, injected: Any, source: str) -> None:
+    """Ray workers build their LMs from the config: clients handed to this process cannot reach them."""
+    if cfg.executor.kind == "ray" and injected is not None:
+        from memtrace_opt.errors import ConfigError
+
+        raise ConfigError(source, "executor.kind", "ray workers build their LMs from the config; LMs injected "
+                          "into this process cannot reach them (use kind local)")
 
 
 def make_executor(cfg: RunConfig, run_dir: str | Path, *, ledger: UsageLedger | None = None) -> Executor:

@@ -26,10 +26,12 @@ def run_optimize(config: str | Path | RunConfig, *, method: str | None = None, r
     loop's progress lines (None: silent); ``injected`` replaces the configured models."""
     from memtrace_opt import run_dir as rd
     from memtrace_opt.assemble import build_context, prepare_run
+    from memtrace_opt.executors import refuse_ray_with_injected
     from memtrace_opt.loop import run_loop
     from memtrace_opt.run_lock import run_lock
 
     cfg, source, run_dir = prepare_run(config, out=out, dataset_path=dataset_path, cache_dir=cache_dir)
+    refuse_ray_with_injected(cfg, injected, source)
     if tuning_from is not None and not (Path(tuning_from) / "tuning.json").exists():
         raise ConfigError(tuning_from, None, "no tuning.json here: --tuning-from needs a run dir that tuned settings")
     with run_lock(run_dir, "optimize"):

@@ -29,7 +29,7 @@ from memtrace_opt.attribution.blame import BlameSignal
 from memtrace_opt.data.model import QA, Conversation
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.graph import MemoryGraph, read_judged_outcome
-from memtrace_opt.optimizers.backend import SystemBackend
+from memtrace_opt.optimizers.backend import GraphJob, SystemBackend
 from memtrace_opt.optimizers.cases import CaseTrace, QACase
 from memtrace_opt.optimizers.feedback import FEEDBACK_MODES, reflective_records
 from memtrace_opt.optimizers.graphs import GraphStore, StoredGraph
@@ -116,7 +116,7 @@ class MemoryPromptAdapter:
         by_conv: dict[str, list[QACase]] = defaultdict(list)
         for case in cases:
             by_conv[case.conversation_id].append(case)
-        graphs = {cid: self._graph_for(cid, group, prompts, scoped=scoped) for cid, group in by_conv.items()}
+        graphs = self._graphs(by_conv, prompts, scoped=scoped)
         traces = [self._trace(case, graphs[case.conversation_id]) for case in cases]
         self.rollouts += len(cases)
         self.scoped_rollouts += sum(1 for t in traces if "scoped_to" in t.graph.meta)
@@ -138,8 +138,27 @@ class MemoryPromptAdapter:
                               f"{case.conversation_id!r}")
         return qa
 
-    def _graph_for(self, conversation_id: str, cases: Sequence[QACase], prompts: dict[str, str], *,
-                   scoped: bool = False) -> MemoryGraph:
+    def _graphs(self, by_conv: Mapping[str, Sequence[QACase]], prompts: dict[str, str], *,
+                scoped: bool) -> dict[str, MemoryGraph]:
+        """A graph per conversation: from the store when one answers these questions under these prompts,
+        else made by the backend (all conversations' jobs at once, so an executor can run them together)."""
+        graphs: dict[str, MemoryGraph] = {}
+        jobs: dict[str, tuple[GraphJob, bool]] = {}
+        for cid, cases in by_conv.items():
+            made = self._job_for(cid, cases, prompts, scoped=scoped)
+            if isinstance(made, MemoryGraph):
+                graphs[cid] = made
+            else:
+                jobs[cid] = made
+        made = self.backend.graphs([j for j, _ in jobs.values()]) if jobs else []
+        for (cid, (job, is_scoped)), graph in zip(jobs.items(), made):
+            self.store.add(cid, StoredGraph(graph, dict(prompts), frozenset(q.id for q in job.qas), scoped=is_scoped))
+            graphs[cid] = graph
+        return graphs
+
+    def _job_for(self, conversation_id: str, cases: Sequence[QACase], prompts: dict[str, str], *,
+                 scoped: bool = False) -> MemoryGraph | tuple[GraphJob, bool]:
+        """The stored graph that serves these questions, or the job that makes one (and whether it is scoped)."""
         conv = self.conversations[conversation_id]
         wanted = {c.qa_id for c in cases}
         served = self.store.serving(conversation_id, prompts, wanted, scoped_ok=scoped)
@@ -151,15 +170,10 @@ class MemoryPromptAdapter:
             scoped = False
         # a cone is known only for questions the base graph answered
         scoped = scoped and base is not None and wanted <= base.qa_ids
-        qas = [q for q in conv.qa if q.id in wanted]
-        if base is None:
-            graph = self.backend.record(conv, qas, prompts)
-        elif scoped:
-            graph = self.backend.replay(base.graph, conv, qas, prompts, scope=sorted(wanted)).graph
-        else:
-            graph = self.backend.replay(base.graph, conv, qas, prompts).graph
-        self.store.add(conversation_id, StoredGraph(graph, dict(prompts), frozenset(wanted), scoped=scoped))
-        return graph
+        qas = tuple(q for q in conv.qa if q.id in wanted)
+        job = GraphJob(conv, qas, dict(prompts), base.graph if base is not None else None,
+                       tuple(sorted(wanted)) if scoped else None)
+        return job, scoped
 
     def _trace(self, case: QACase, graph: MemoryGraph) -> CaseTrace:
         """The case's rollout; the graph was made to answer it, so a missing outcome raises (a defect, not a 0)."""

@@ -13,13 +13,27 @@ small scripted one. Outcomes are always read back from the graph by
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Collection, Mapping, Protocol, Sequence
 
 from memtrace_opt.data.model import QA, Conversation
 from memtrace_opt.graph import MemoryGraph, Overrides, ReplayResult, replay
 from memtrace_opt.lm.base import LMClient
 
-__all__ = ["RunnerBackend", "SystemBackend", "changed_prompts"]
+__all__ = ["GraphJob", "RunnerBackend", "SystemBackend", "changed_prompts"]
+
+
+@dataclass(frozen=True)
+class GraphJob:
+    """One conversation's graph to make, as plain data (it may cross to a Ray worker): a fresh recording
+    of ``qas`` under ``prompts`` when ``base`` is None, else a replay of ``base`` (scoped to ``scope``'s
+    questions' upstream cone when given)."""
+
+    conversation: Conversation
+    qas: tuple[QA, ...]
+    prompts: Mapping[str, str]
+    base: MemoryGraph | None = None
+    scope: tuple[str, ...] | None = None
 
 
 class SystemBackend(Protocol):
@@ -43,6 +57,9 @@ class SystemBackend(Protocol):
     def with_settings(self, settings: Mapping[str, Any]) -> SystemBackend:
         """The same backend with other system settings (tuning tries several)."""
 
+    def graphs(self, jobs: Sequence[GraphJob]) -> list[MemoryGraph]:
+        """Each job's graph, in job order (conversations are independent: an executor may run them at once)."""
+
 
 def changed_prompts(graph: MemoryGraph, prompts: Mapping[str, str]) -> dict[str, str]:
     """The components of ``prompts`` whose text differs from the prompt set recorded in ``graph``."""
@@ -64,12 +81,14 @@ class RunnerBackend:
         settings: Mapping[str, Any] | None = None,
         judge: str = "llm",
         resources: Mapping[str, Any] | None = None,
+        executor: Any = None,
     ) -> None:
         self.system = system
         self.lms = dict(lms)
         self.settings = dict(settings or {})
         self.judge = judge
         self.resources = dict(resources or {})
+        self.executor = executor  # memtrace_opt.executors: where graphs() runs its jobs (None: here, in order)
 
     def __repr__(self) -> str:
         return f"RunnerBackend({self.system!r}, settings={self.settings}, judge={self.judge!r})"
@@ -101,4 +120,21 @@ class RunnerBackend:
         return result
 
     def with_settings(self, settings: Mapping[str, Any]) -> RunnerBackend:
-        return RunnerBackend(self.system, lms=self.lms, settings=settings, judge=self.judge, resources=self.resources)
+        return RunnerBackend(self.system, lms=self.lms, settings=settings, judge=self.judge, resources=self.resources,
+                             executor=self.executor)
+
+    def spec(self) -> dict[str, Any]:
+        """What a worker needs to build this backend again around its own LMs (plain data)."""
+        return {"system": self.system, "settings": dict(self.settings), "judge": self.judge}
+
+    def graph(self, job: GraphJob) -> MemoryGraph:
+        """One job's graph: recorded, or replayed from its base."""
+        if job.base is None:
+            return self.record(job.conversation, job.qas, job.prompts)
+        return self.replay(job.base, job.conversation, job.qas, job.prompts, scope=job.scope).graph
+
+    def graphs(self, jobs: Sequence[GraphJob]) -> list[MemoryGraph]:
+        """Each job's graph, in job order: through the executor (threads or Ray tasks), else one by one."""
+        if self.executor is None:
+            return [self.graph(job) for job in jobs]
+        return list(self.executor.map_graphs(self, jobs))

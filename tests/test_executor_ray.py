@@ -190,3 +190,39 @@ def test_a_failed_ray_task_is_raised_and_resume_runs_only_the_rest(tmp_path, ser
     assert again.resumed == ["mini-1"] and rd.done_conversations(run_dir) == ["mini-1", "mini-2"]
     assert served.requests - before == 6  # mini-2's six questions; nothing of mini-1 was redone
     assert len(again.results) == 12
+
+
+OPTIMIZE = """run_name: r
+output_dir: out
+models: {{task: {model}, judge: {model}, reflection: {model}}}
+dataset: {{name: mini}}
+split: {{optimize: [mini-1], validation: [], heldout: [mini-2]}}
+system: {{name: long_context}}
+eval: {{judge: deterministic}}
+executor: {executor}
+optimizer: {{method: unattributed, rounds: 1, patience: 0, max_metric_calls: 30, minibatch_size: 3}}
+"""
+
+
+@pytest.mark.slow
+def test_an_optimize_run_through_ray_writes_what_a_local_one_writes(tmp_path, monkeypatch, served):
+    """Candidate evaluations and the held-out final as Ray tasks: the same rounds, prompts and held-out
+    scores as the local thread pool, and no conversation run in the driver."""
+    from memtrace_opt.optimize_run import run_optimize
+
+    model = (f"{{provider: openai_compatible, model: stub, api_base: 'http://127.0.0.1:{served.server_address[1]}/v1',"
+             f" api_key_env: {KEY_VAR}}}")
+    finals = {}
+    for name, executor in (("local", "{kind: local, workers: 2}"), ("ray", "{kind: ray, workers: 2}")):
+        (tmp_path / name).mkdir()
+        config = tmp_path / name / "run.yaml"
+        config.write_text(OPTIMIZE.format(model=model, executor=executor))
+        before = served.requests
+        with monkeypatch.context() as patch:
+            if name == "ray":
+                no_local_conversations(patch)
+            state, run_dir = run_optimize(config)
+        assert served.requests > before  # each run has its own cache: it asked the server
+        final = json.loads((run_dir / "final.json").read_text())
+        finals[name] = (state.best_candidate, state.baseline_val, final["cases"], [r.val_score for r in state.rounds])
+    assert finals["local"] == finals["ray"] and len(finals["ray"][2]) == 6

@@ -57,16 +57,13 @@ def _get(url: str, key: str | None) -> int:
         return 0  # not listening yet: the model is still loading
 
 
-@pytest.mark.slow
-def test_a_real_served_model_answers_like_the_in_process_model(monkeypatch):
-    from memtrace_opt.lm.embedded import EmbeddedLlama
-    from memtrace_opt.lm.embedded_model import embedded_model_id
-    from memtrace_opt.lm.factory import build_base
-
+@pytest.fixture(scope="module")
+def server():
+    """A real `memtrace-opt serve` process on a free loopback port: ``(base URL, key, process)``; stopped
+    with SIGTERM afterwards, and its output checked (clean stop, the key never printed)."""
     key, port = secrets.token_urlsafe(16), _free_port()
-    monkeypatch.setenv("MEMTRACE_SERVE_KEY", key)
     cli = Path(sys.executable).parent / "memtrace-opt"
-    proc = subprocess.Popen([str(cli), "serve", "--port", str(port), "--parallel", "1", "--n-ctx", "2048"],
+    proc = subprocess.Popen([str(cli), "serve", "--port", str(port), "--parallel", "1", "--n-ctx", "8192"],
                             env={**os.environ, "MEMTRACE_SERVE_KEY": key}, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}/v1"
@@ -76,20 +73,74 @@ def test_a_real_served_model_answers_like_the_in_process_model(monkeypatch):
             assert proc.poll() is None, f"serve exited early: {proc.stdout.read() if proc.stdout else ''}"
             assert time.monotonic() < deadline, "the server did not come up in 300 s"
             time.sleep(1)
-        assert _get(f"{base}/models", None) == 401 and _get(f"{base}/models", "wrong") == 401
-        served = build_base(ModelConfig(provider="openai_compatible", model=embedded_model_id("qwen-1.5b"),
-                                        api_base=base, api_key_env="MEMTRACE_SERVE_KEY"))
-        local = EmbeddedLlama("qwen-1.5b", n_ctx=2048)
-        try:
-            for question in ("What is the capital of France? One word.", "List three primary colours, comma-separated."):
-                messages = [{"role": "user", "content": question}]
-                remote, here = served.chat(messages, max_tokens=24), local.chat(messages, max_tokens=24)
-                assert remote.text == here.text and remote.text.strip()
-                assert remote.completion_tokens == here.completion_tokens
-        finally:
-            local.close()
+        yield base, key, proc
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "server stopped" in out, out
     assert json.dumps(out).count(key) == 0  # the key is never printed
+
+
+@pytest.mark.slow
+def test_a_real_served_model_answers_like_the_in_process_model(monkeypatch, server):
+    from memtrace_opt.lm.embedded import EmbeddedLlama
+    from memtrace_opt.lm.embedded_model import embedded_model_id
+    from memtrace_opt.lm.factory import build_base
+
+    base, key, _ = server
+    monkeypatch.setenv("MEMTRACE_SERVE_KEY", key)
+    assert _get(f"{base}/models", None) == 401 and _get(f"{base}/models", "wrong") == 401
+    served = build_base(ModelConfig(provider="openai_compatible", model=embedded_model_id("qwen-1.5b"),
+                                    api_base=base, api_key_env="MEMTRACE_SERVE_KEY"))
+    local = EmbeddedLlama("qwen-1.5b", n_ctx=2048)
+    try:
+        for question in ("What is the capital of France? One word.", "List three primary colours, comma-separated."):
+            messages = [{"role": "user", "content": question}]
+            remote, here = served.chat(messages, max_tokens=24), local.chat(messages, max_tokens=24)
+            assert remote.text == here.text and remote.text.strip()
+            assert remote.completion_tokens == here.completion_tokens
+    finally:
+        local.close()
+
+
+E2E_CONFIG = """run_name: e2e
+output_dir: {out}
+models: {{task: {model}, judge: {model}, reflection: {model}}}
+dataset: {{name: mini}}
+split: {{optimize: [mini-1], validation: [], heldout: [mini-2]}}
+system: {{name: long_context}}
+eval: {{judge: deterministic}}
+attribution: {{counterfactual: false}}
+optimizer: {{method: attributed, rounds: 1, patience: 0, max_metric_calls: 40, minibatch_size: 3, acceptance: equal}}
+"""
+
+
+@pytest.mark.slow
+def test_eval_and_an_optimize_round_through_the_server_match_the_in_process_model(tmp_path, monkeypatch, server):
+    """The same config through `provider: openai_compatible` (the served model) and `provider: embedded`:
+    the same answers, judgements, proposals and final prompts at temperature 0."""
+    from memtrace_opt.api import evaluate, optimize
+    from memtrace_opt.lm.embedded_model import embedded_model_id
+
+    base, key, _ = server
+    monkeypatch.setenv("MEMTRACE_SERVE_KEY", key)
+    models = {"embedded": "{provider: embedded, model: qwen-1.5b}",
+              "served": (f"{{provider: openai_compatible, model: {embedded_model_id('qwen-1.5b')}, "
+                         f"api_base: '{base}', api_key_env: MEMTRACE_SERVE_KEY}}")}
+    runs = {}
+    for name, model in models.items():
+        config = tmp_path / f"{name}.yaml"
+        config.write_text(E2E_CONFIG.format(out=tmp_path / name, model=model))
+        evaluated = evaluate(config)
+        state = optimize(config, out=tmp_path / name / "opt")
+        runs[name] = (evaluated, state, tmp_path / name / "opt")
+    (eval_a, state_a, dir_a), (eval_b, state_b, dir_b) = runs["embedded"], runs["served"]
+    answers = [(r.qa_id, r.prediction, r.judge_score) for r in eval_a.results]
+    assert answers == [(r.qa_id, r.prediction, r.judge_score) for r in eval_b.results] and len(answers) == 12
+    assert state_a.best_candidate == state_b.best_candidate
+    assert state_a.final["best_accuracy"] == state_b.final["best_accuracy"]
+    proposals = [json.loads((d / "rounds" / "round_1" / "optimizer.json").read_text()).get("proposals")
+                 for d in (dir_a, dir_b)]
+    assert proposals[0] == proposals[1]
+    served_usage = json.loads((dir_b / "usage.json").read_text())["ledger"]["by_role"]
+    assert served_usage["task"]["calls"] > 0  # the served run did call the server

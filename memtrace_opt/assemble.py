@@ -51,7 +51,7 @@ def dataset_slice(cfg: RunConfig) -> Any:
 
     d = cfg.dataset
     ds = load_dataset(d.name, d.path, audit_path=d.audit_path, include_adversarial=d.include_adversarial)
-    return select(ds, d.conversations, d.max_sessions, d.max_questions)
+    return select(ds, d.conversations, d.max_sessions, d.max_questions, d.min_evidence_session)
 
 
 def split_conversations(cfg: RunConfig, sliced: Any) -> tuple[Any, ...]:
@@ -73,7 +73,8 @@ def split_conversations(cfg: RunConfig, sliced: Any) -> tuple[Any, ...]:
 
 
 def build_context(cfg: RunConfig, *, method: str | None, run_dir: Path, tuning_from: str | None,
-                  progress: Callable[[str], None] | None = None, injected: Any = None) -> tuple[Any, Any]:
+                  progress: Callable[[str], None] | None = None, injected: Any = None,
+                  retest: dict[str, str] | None = None) -> tuple[Any, Any]:
     """``(LoopContext, usage ledger or None)``: everything the closed loop needs, from ``cfg`` (``injected``:
     LM clients that replace the configured models, see :class:`memtrace_opt.lm.run_lms.Injected`)."""
     from memtrace_opt.eval.judge import make_judge
@@ -97,6 +98,6 @@ def build_context(cfg: RunConfig, *, method: str | None, run_dir: Path, tuning_f
                                    resources=run.resources) if plan.method == "attributed" else None,
         base_prompts=cfg.system.prompts, settings=cfg.system.settings, task_lm=lms["task"],
         judge=make_judge(cfg.eval.judge, lms["judge"]),
-        tuning_from=Path(tuning_from) if tuning_from else None, progress=progress,
+        tuning_from=Path(tuning_from) if tuning_from else None, progress=progress, retest=retest,
     )
     return ctx, run.ledger

@@ -82,6 +82,9 @@ class DatasetConfig(_Section):
     conversations: list[str] | None = None
     max_sessions: Positive | None = None
     max_questions: Positive | None = None
+    #: Keep only questions with evidence in this session or later: the questions a slice cut before it
+    #: never asked (a fresh held-out set for prompts chosen on the shorter slice).
+    min_evidence_session: Positive | None = None
     include_adversarial: bool = False
 
     @model_validator(mode="after")

@@ -14,16 +14,25 @@ from memtrace_opt.config import RunConfig
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.run_lms import Injected
 
-__all__ = ["run_optimize"]
+__all__ = ["read_prompts", "run_optimize"]
+
+
+def read_prompts(run_dir: str) -> dict[str, str]:
+    """A finished run's best prompts by component (``RUN_DIR/prompts/<component>.txt``)."""
+    found = {p.stem: p.read_text(encoding="utf-8") for p in sorted((Path(run_dir) / "prompts").glob("*.txt"))}
+    if not found:
+        raise ConfigError(run_dir, "prompts", "no prompts/*.txt here: --prompts-from needs a finished optimize run")
+    return found
 
 
 def run_optimize(config: str | Path | RunConfig, *, method: str | None = None, resume: bool = True,
                  out: str | None = None, tuning_from: str | None = None, dataset_path: str | None = None,
                  cache_dir: str | None = None, force: bool = False,
                  progress: Callable[[str], None] | None = None,
-                 injected: Injected | None = None) -> tuple[Any, Path]:
+                 injected: Injected | None = None, prompts_from: str | None = None) -> tuple[Any, Path]:
     """Run (or resume) the loop of ``config``; returns ``(final LoopState, run dir)``. ``progress`` gets the
-    loop's progress lines (None: silent); ``injected`` replaces the configured models."""
+    loop's progress lines (None: silent); ``injected`` replaces the configured models. ``prompts_from``: a
+    finished run whose best prompts (``prompts/*.txt``) are compared with the seed (with method ``none``)."""
     from memtrace_opt import run_dir as rd
     from memtrace_opt.assemble import build_context, prepare_run
     from memtrace_opt.executors import refuse_ray_with_injected
@@ -38,7 +47,7 @@ def run_optimize(config: str | Path | RunConfig, *, method: str | None = None, r
         changed = rd.check_same_config(run_dir, cfg, source, "choose another --out for the changed config",
                                        force=force) if resume else []
         ctx, ledger = build_context(cfg, method=method, run_dir=run_dir, tuning_from=tuning_from, progress=progress,
-                                     injected=injected)
+                                     injected=injected, retest=read_prompts(prompts_from) if prompts_from else None)
         if not resume or changed or not (run_dir / rd.CONFIG_FILE).exists():
             rd.write_config(run_dir, cfg)
         state = run_loop(ctx, resume=resume)

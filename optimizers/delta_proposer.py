@@ -41,12 +41,14 @@ class DeltaProposer(ComponentProposer):
 
     def __init__(self, pools: Mapping[str, Sequence[Demo]], lm: LMClient | None, *, budget_tokens: int = 400,
                  max_demos: int = 4, rule_samples: int = 2, rule_records: int = 2, seed: int = 0,
-                 kinds: Sequence[str] = DELTA_KINDS) -> None:
+                 kinds: Sequence[str] = DELTA_KINDS, failure_outputs: Mapping[str, Sequence[str]] | None = None) -> None:
         super().__init__()
         unknown = [k for k in kinds if k not in DELTA_KINDS]
         if unknown or not kinds:
             raise ValueError(f"delta kinds must be a non-empty subset of {DELTA_KINDS}, got {list(kinds)}")
         self.kinds = tuple(kinds)
+        #: Per component, the wrong outputs of every failure of the round charged to it (line evidence).
+        self.failure_outputs = {c: list(o) for c, o in (failure_outputs or {}).items()}
         self.pools = {c: list(p) for c, p in pools.items()}
         self.lm = lm
         self.budget_tokens = budget_tokens
@@ -110,7 +112,8 @@ class DeltaProposer(ComponentProposer):
         """The instruction without the line blamed for ``records`` (quoted by an output, else named by the LM)."""
         shuffled = self.rng.sample(list(records), len(records))
         tried = {text for c, instruction, text in self._tried_lines if c == component and instruction == parts.instruction}
-        blame = blame_line(self.lm, component, parts.instruction, shuffled, skip=tried, max_records=self.rule_records)
+        blame = blame_line(self.lm, component, parts.instruction, shuffled, skip=tried, max_records=self.rule_records,
+                           round_outputs=self.failure_outputs.get(component, ()))
         if blame is None:
             return Proposal(component, False, "no untried droppable instruction line blamed", "", "", len(records),
                             "line")

@@ -89,6 +89,19 @@ def quoted_line(lines: Sequence[str], outputs: Sequence[str], skip: Collection[s
     return None
 
 
+def most_quoted_line(lines: Sequence[str], outputs: Sequence[str], skip: Collection[str] = (), *,
+                     at_least: int = 1) -> int | None:
+    """The droppable line (not in ``skip``) that the most ``outputs`` spell out word for word, if at least
+    ``at_least`` of them do: the round's failures as evidence, not one minibatch's (ties: the first line)."""
+    counts: dict[int, int] = {}
+    for output in outputs:
+        number = quoted_line(lines, [output], skip)
+        if number is not None:
+            counts[number] = counts.get(number, 0) + 1
+    best = max(counts.items(), key=lambda kv: (kv[1], -kv[0]), default=None)
+    return best[0] if best is not None and best[1] >= at_least else None
+
+
 def _outputs(record: Mapping[str, Any]) -> list[str]:
     value = record.get("Generated Outputs")
     if isinstance(value, Mapping):
@@ -111,10 +124,14 @@ def _first_number(reply: str) -> int | None:
 
 
 def blame_line(lm: LMClient | None, component: str, instruction: str, records: Sequence[Mapping[str, Any]], *,
-               skip: Collection[str] = (), max_records: int = 2, max_tokens: int = 8) -> LineBlame | None:
+               skip: Collection[str] = (), max_records: int = 2, max_tokens: int = 8,
+               round_outputs: Sequence[str] = ()) -> LineBlame | None:
     """The line of ``instruction`` to blame for ``records``' wrong outputs, or None: nothing droppable
-    outside ``skip`` (lines already tried), or the LM named no such line. Every record's output is
-    checked for a quoted line; the LM is shown the first ``max_records``."""
+    outside ``skip`` (lines already tried), or the LM named no such line. In order: a line quoted by a
+    record's output; the line quoted most often by ``round_outputs`` (the wrong outputs of every
+    failure of the round charged to this component: evidence a 6-question minibatch may miss; one
+    quote suffices, as it does in the minibatch); the
+    line the LM names, shown the first ``max_records`` records."""
     lines = instruction_lines(instruction)
     open_lines = [n for n in range(1, len(lines) + 1) if droppable(lines, n) and lines[n - 1] not in skip]
     if not open_lines or not records:
@@ -122,6 +139,9 @@ def blame_line(lm: LMClient | None, component: str, instruction: str, records: S
     quoted = quoted_line(lines, [o for r in records for o in _outputs(r)], skip)
     if quoted is not None:
         return LineBlame(quoted, lines[quoted - 1], "quoted")
+    quoted = most_quoted_line(lines, round_outputs, skip)
+    if quoted is not None:
+        return LineBlame(quoted, lines[quoted - 1], "quoted by the round")
     if lm is None:
         return None
     prompt = LINE_TEMPLATE.format(

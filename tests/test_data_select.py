@@ -57,3 +57,16 @@ def test_locomo_slice_of_conv_26():
                for q in full.conversations[0].qa)
     # unresolvable-evidence warnings of dropped conversations go with them
     assert len(select(ds, ["conv-42"]).warnings) == 2
+
+
+def test_min_evidence_session_keeps_only_questions_a_shorter_cut_never_asked():
+    from memtrace_opt.data import load_dataset, select
+
+    ds = load_dataset("mini", None)
+    conv = ds.conversations[0]
+    first = {t.id for t in conv.sessions[0].turns}
+    later = select(ds, [conv.id], min_evidence_session=2).conversations[0]
+    short = select(ds, [conv.id], max_sessions=1).conversations[0]
+    assert later.qa and all(any(e not in first for e in q.evidence) for q in later.qa)
+    assert not {q.id for q in later.qa} & {q.id for q in short.qa if q.evidence}  # disjoint from the 1-session cut
+    assert {q.id for q in later.qa} | {q.id for q in short.qa} >= {q.id for q in conv.qa if q.evidence}

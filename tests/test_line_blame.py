@@ -119,3 +119,38 @@ def test_config_lists_the_delta_kinds_and_rejects_unknown_ones():
     assert OptimizerConfig(deltas=["lines"]).deltas == ["lines"]
     with pytest.raises(ValidationError):
         OptimizerConfig(deltas=["rewrites"])
+
+
+def test_a_line_quoted_by_several_of_the_rounds_failures_is_blamed_when_the_minibatch_shows_none():
+    from memtrace_opt.optimizers.line_blame import most_quoted_line
+
+    lines = instruction_lines(SEED)
+    assert most_quoted_line(lines, ["Not mentioned.", "Paris", "not mentioned"]) == 3
+    assert most_quoted_line(lines, ["Paris", "Lyon"]) is None
+    assert most_quoted_line(lines, ["Not mentioned.", "Paris"], at_least=2) is None
+    # the minibatch's outputs quote nothing; the round's failures do: no LM call is needed
+    blame = blame_line(silent_lm(), "qa", SEED, [record("Lyon")], round_outputs=["Paris", "Not mentioned."])
+    assert blame is not None and blame.how == "quoted by the round" and blame.text == ABSTAIN
+
+
+def test_the_rounds_line_evidence_is_what_attribution_charged_to_the_component():
+    from memtrace_opt.attribution.blame import BlameSignal
+    from memtrace_opt.loop.artifacts import blame_summary
+    from memtrace_opt.loop.blaming import RoundBlame
+    from memtrace_opt.loop.driver import _failure_outputs
+    from memtrace_opt.optimizers.cases import CaseTrace, QACase
+
+    def trace(qa_id, prediction):
+        return CaseTrace(QACase("c", qa_id), "q?", "gold", prediction, 0.0, "WRONG", graph=None)  # type: ignore[arg-type]
+
+    def signal(qa_id, component, error):
+        return BlameSignal(qa_id, "q?", "gold", "x", error, "op", component, "why")
+
+    traces = [trace("q1", "Not mentioned."), trace("q2", "Not mentioned."), trace("q3", "Paris")]
+    # q2 abstained because the evidence was cut upstream (no prompt to blame): not the answer prompt's doing
+    signals = [signal("q1", QA_PROMPT, "ResponseError"), signal("q2", None, "UpdateError"),
+               signal("q3", QA_PROMPT, "ResponseError")]
+    attributed = RoundBlame({s.case_id: s for s in signals}, blame_summary(signals), [QA_PROMPT], 3)
+    spread = RoundBlame({s.case_id: s for s in signals}, blame_summary(signals, [QA_PROMPT]), [QA_PROMPT], 3)
+    assert sorted(_failure_outputs(traces, attributed)[QA_PROMPT]) == ["Not mentioned.", "Paris"]
+    assert sorted(_failure_outputs(traces, spread)[QA_PROMPT]) == ["Not mentioned.", "Not mentioned.", "Paris"]

@@ -12,6 +12,7 @@ from memtrace_opt.cli import main
 from memtrace_opt.eval.metrics import paired_bootstrap
 from memtrace_opt.loop.compare import compare_finals, compare_runs
 from memtrace_opt.errors import ConfigError
+from memtrace_opt.lm.run_lms import Injected
 from tests.test_loop_fixtures import SEED_QA, ReflectionLM, TaskLM, accounted, conversations
 
 
@@ -169,3 +170,25 @@ def test_optimize_resume_force_accepts_and_records_a_changed_config(tmp_path, ca
     log = json.loads((run / "config_changes.json").read_text())
     assert log[0]["changed"] == ["eval.judge"] and "judge: deterministic" in log[0]["previous_config"]
     assert "judge: llm" in (run / "config.yaml").read_text()
+
+
+def test_prompts_from_retests_a_finished_runs_prompts_against_the_seed(tmp_path, capsys):
+    config = write_config(tmp_path, "attributed")
+    task = accounted(TaskLM(conversations()), "task")
+    inj = Injected({"task": task, "judge": task, "reflection": accounted(ReflectionLM(), "reflection")})
+    assert main(["optimize", str(config), "--no-attribute"], injected=inj) == 0
+    capsys.readouterr()
+    optimized = tmp_path / "runs" / "cli-attributed"
+    retest = tmp_path / "runs" / "retest"
+    assert main(["optimize", str(config), "--method", "none", "--prompts-from", str(optimized), "--out", str(retest),
+                 "--json", "--quiet", "--no-attribute"], injected=inj) == 0
+    final = json.loads(capsys.readouterr().out)
+    assert final["seed_accuracy"] == 0.0 and final["best_accuracy"] == 1.0  # the imported prompts, not re-optimized
+    assert final["changed_components"] == ["question_answering"] and final["rounds"] == 0
+    assert (retest / "prompts" / "question_answering.txt").read_text() == \
+        (optimized / "prompts" / "question_answering.txt").read_text()
+    assert main(["optimize", str(config), "--prompts-from", str(optimized), "--out", str(tmp_path / "x")],
+                injected=inj) == 2  # only with --method none
+    assert "--method none" in capsys.readouterr().err
+    assert main(["optimize", str(config), "--method", "none", "--prompts-from", str(tmp_path),
+                 "--out", str(tmp_path / "y")], injected=inj) == 2  # no prompts/ there

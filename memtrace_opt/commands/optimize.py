@@ -67,6 +67,9 @@ def register(app: typer.Typer) -> None:
         ] = True,
         force: Annotated[bool, typer.Option("--force", help="With --resume: accept a changed config (recorded in "
                                                             "config_changes.json).")] = False,
+        prompts_from: Annotated[Optional[str], typer.Option(
+            "--prompts-from", help="With --method none: compare another run's best prompts (RUN_DIR/prompts) with "
+                                   "the seed on this config's held-out set (re-test on fresh data).")] = None,
         quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="Print final.json (without per-question cases) "
                                                              "instead of the tables.")] = False,
@@ -77,7 +80,7 @@ def register(app: typer.Typer) -> None:
         report = Reporter(quiet=quiet, as_json=as_json)
         state, run_dir = run_optimize(config, method=method, resume=resume, out=out, tuning_from=tuning_from,
                                       dataset_path=dataset_path, cache_dir=cache_dir, force=force,
-                                      progress=report.progress, injected=ctx.obj)
+                                      progress=report.progress, injected=ctx.obj, prompts_from=prompts_from)
         final = state.final or {}
         report.result({**final, "stop_reason": state.stop_reason, "spend": state.spend, "run_dir": str(run_dir)},
                       rounds_table(state))

@@ -46,6 +46,7 @@ def select(
     conversations: Sequence[str] | None = None,
     max_sessions: int | None = None,
     max_questions: int | None = None,
+    min_evidence_session: int | None = None,
 ) -> Dataset:
     """A slice of ``ds``.
 
@@ -55,12 +56,16 @@ def select(
     is flagged ``unanswerable`` (dropping later sessions cannot make it answerable).
     ``max_questions``: keep questions in order until N *scored* ones are kept, per conversation
     (unscored ones before that point ride along; they are never evaluated by default).
+    ``min_evidence_session``: keep only the questions with evidence in session N or later (1-based) —
+    the questions a slice cut at N-1 sessions never asked, e.g. a fresh held-out set for prompts
+    chosen on the shorter slice. Applied before ``max_questions``.
     """
-    for name, value in (("max_sessions", max_sessions), ("max_questions", max_questions)):
+    for name, value in (("max_sessions", max_sessions), ("max_questions", max_questions),
+                        ("min_evidence_session", min_evidence_session)):
         if value is not None and value < 1:
             raise ValueError(f"{name} must be at least 1, got {value}")
     chosen = _choose(ds, conversations)
-    sliced = tuple(_slice(c, max_sessions, max_questions) for c in chosen)
+    sliced = tuple(_slice(c, max_sessions, max_questions, min_evidence_session) for c in chosen)
     dropped = {c.id for c in ds.conversations} - {c.id for c in chosen}
     warnings = [w for w in ds.warnings if not any(w.startswith(f"{cid}/") for cid in dropped)]
     return replace(ds, conversations=sliced, warnings=warnings)
@@ -76,13 +81,17 @@ def _choose(ds: Dataset, ids: Sequence[str] | None) -> list[Conversation]:
     return [known[i] for i in dict.fromkeys(ids)]
 
 
-def _slice(conv: Conversation, max_sessions: int | None, max_questions: int | None) -> Conversation:
+def _slice(conv: Conversation, max_sessions: int | None, max_questions: int | None,
+           min_evidence_session: int | None = None) -> Conversation:
     sessions = conv.sessions
     qa: tuple[QA, ...] = conv.qa
     if max_sessions is not None and max_sessions < len(sessions):
         sessions = sessions[:max_sessions]
         kept = {t.id for s in sessions for t in s.turns}
         qa = tuple(q for q in qa if _answerable_within(q, kept))
+    if min_evidence_session is not None:
+        earlier = {t.id for s in conv.sessions[:min_evidence_session - 1] for t in s.turns}
+        qa = tuple(q for q in qa if q.evidence and not all(e in earlier for e in q.evidence))
     if max_questions is not None:
         capped: list[QA] = []
         scored = 0

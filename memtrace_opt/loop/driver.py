@@ -69,6 +69,9 @@ class LoopContext:
     judge: Judge | None = None
     tuning_from: Path | None = None
     progress: Callable[[str], None] | None = None
+    #: Prompts (another run's best) to compare with the seed on the held-out set, with method ``none``:
+    #: re-testing optimized prompts on fresh data without optimizing again.
+    retest: Mapping[str, str] | None = None
 
     def say(self, message: str) -> None:
         """Tell the user where a long run is (the CLI prints it; tests leave it silent)."""
@@ -141,8 +144,18 @@ def _open_state(ctx: LoopContext, resume: bool) -> LoopState:
     if existing is not None:
         _check_compatible(ctx, existing, seed)
         return existing
+    best = dict(seed)
+    if ctx.retest is not None:
+        if ctx.plan.method != "none":
+            raise ConfigError("--prompts-from", None, "re-testing another run's prompts needs --method none "
+                              "(the loop would otherwise optimize from the seed)")
+        unknown = sorted(set(ctx.retest) - set(seed))
+        if unknown:
+            raise ConfigError("--prompts-from", None, f"prompt components {unknown} are not targets of this system "
+                              f"({sorted(seed)})")
+        best.update(ctx.retest)
     state = LoopState(plan=ctx.plan.fingerprint(), system=ctx.backend.system, settings=dict(ctx.settings or {}),
-                      seed_candidate=seed, best_candidate=dict(seed))
+                      seed_candidate=seed, best_candidate=best)
     save_state(ctx.run_dir, state)
     return state
 
@@ -156,6 +169,8 @@ def _check_compatible(ctx: LoopContext, existing: LoopState, seed: dict[str, str
         problem = f"another system ({existing.system})"
     elif existing.seed_candidate != seed:
         problem = "other seed prompts"
+    elif ctx.retest is not None and existing.best_candidate != {**seed, **ctx.retest}:
+        problem = "other prompts to re-test (--prompts-from)"
     if problem:
         raise ConfigError(str(ctx.run_dir), "checkpoint.json", f"the checkpoint was written with {problem}; "
                           "use another --out")
@@ -330,7 +345,16 @@ def _proposer(ctx: LoopContext, state: LoopState, blame: RoundBlame, traces: lis
     pools = {c: p for c, p in load_pools(ctx.run_dir, state.next_round).items() if c in blame.components}
     ctx.say("demo pools: " + (", ".join(f"{c} {len(p)}" for c, p in pools.items()) or "empty"))
     return DeltaProposer(pools, ctx.reflection_lm, budget_tokens=ctx.plan.demo_tokens, max_demos=ctx.plan.max_demos,
-                         seed=ctx.plan.seed + state.next_round, kinds=ctx.plan.deltas)
+                         seed=ctx.plan.seed + state.next_round, kinds=ctx.plan.deltas,
+                         failure_outputs=_failure_outputs(traces, blame))
+
+
+def _failure_outputs(traces: list[CaseTrace], blame: RoundBlame) -> dict[str, list[str]]:
+    """Per component the round optimizes, the answers of the failures charged to it (attributed: blamed on
+    it; the ablation: every failure, as its summary spreads them) — the line-blame evidence of the round."""
+    groups = blame.summary.get("components", {})
+    by_id = {t.case.qa_id: t.prediction for t in traces if t.failed}
+    return {c: [by_id[i] for i in groups.get(c, {}).get("case_ids", []) if i in by_id] for c in blame.components}
 
 
 def _mipro(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter, train: list[QACase],

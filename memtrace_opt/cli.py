@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "memtrace_opt.commands.attribute",
     "memtrace_opt.commands.bench_attribution",
     "memtrace_opt.commands.bench_lm",
+    "memtrace_opt.commands.bench_serve",
     "memtrace_opt.commands.serve",
     "memtrace_opt.commands.report",
     "memtrace_opt.commands.export",

@@ -76,11 +76,21 @@ def test_real_deletion_is_blamed_on_the_decision_that_ordered_it(recorded):
     assert "tt.delete#0" in blame.reason
 
 
-def test_audit_flagged_gold_is_an_annotation_error_without_tracing(recorded):
+def test_audit_flagged_gold_is_an_annotation_error_only_when_it_is_what_failed_the_answer(recorded):
     [case] = collect_failures(recorded)
-    flagged = replace(case, flags=frozenset({"audit_wrong_gold"}), corrected_answer="ceramics")
-    blame = TracingAttributor(embed=None).attribute(recorded, flagged)
+    tracer = TracingAttributor(embed=None)
+    traced = tracer.attribute(recorded, case)
+    # the answer matches the audit's corrected gold: the wrong gold failed it
+    right = replace(case, flags=frozenset({"audit_wrong_gold"}), corrected_answer="ceramics", prediction="Ceramics.")
+    blame = tracer.attribute(recorded, right)
     assert blame.error_type == "AnnotationError" and blame.op_id is None and "ceramics" in blame.reason
+    # no corrected answer to check against: the annotation stays the verdict
+    unknown = replace(case, flags=frozenset({"audit_wrong_gold"}), corrected_answer=None)
+    assert tracer.attribute(recorded, unknown).error_type == "AnnotationError"
+    # wrong against both golds (here an abstention): a pipeline cause, traced like the unflagged case
+    wrong = replace(case, flags=frozenset({"audit_wrong_gold"}), corrected_answer=case.gold, prediction="Not mentioned")
+    blame = tracer.attribute(recorded, wrong)
+    assert blame.error_type == traced.error_type != "AnnotationError" and blame.op_id == traced.op_id
 
 
 def test_pseudo_evidence_finds_the_evidence_message_and_traces_from_it(recorded):
@@ -287,3 +297,11 @@ def test_an_item_that_keeps_the_words_but_changes_the_meaning_no_longer_holds_th
                         "Did Ann adopt a cat?", "Yes", speakers=("Ann", "Bob"))
     assert judge.holds(negated, "Ann adopted a grey tabby cat called Biscuit.").holds
     assert not judge.holds(negated, "Ann never adopted a grey tabby cat called Biscuit.").holds
+
+
+def test_the_audits_corrected_citation_is_the_evidence_traced(recorded):
+    [case] = collect_failures(recorded)
+    [cited] = collect_failures(recorded, {case.qa_id: {"evidence": ["D9:9"]}})
+    assert cited.evidence == ("D9:9",)
+    [fixed] = collect_failures(recorded, {case.qa_id: {"evidence": ["D9:9"], "corrected_evidence": list(case.evidence)}})
+    assert fixed.evidence == case.evidence  # the audit's citation replaces the wrong one

@@ -111,7 +111,8 @@ def build_case(graph: MemoryGraph, qa_id: str, qa: Any = None, session_meta: Map
         gold=str(meta.get("answer", meta.get("gold", ""))),
         prediction=outcome.prediction,
         score=outcome.score,
-        evidence=tuple(meta.get("evidence") or ()),
+        # the audit's corrected citation, where it has one: the annotated turns may not hold the answer
+        evidence=tuple(meta.get("corrected_evidence") or meta.get("evidence") or ()),
         flags=frozenset(meta.get("flags") or ()),
         corrected_answer=meta.get("corrected_answer"),
         conversation=graph.meta.get("conversation") or graph.meta.get("conversation_id"),
@@ -133,7 +134,7 @@ def _merged_meta(graph: MemoryGraph, qa_id: str, qa: Any, session_meta: Mapping[
         merged.update(gold if isinstance(gold, dict) else {"answer": gold})
     merged.update((graph.meta.get("qa") or {}).get(qa_id) or {})
     if qa is not None:
-        for key in ("question", "answer", "evidence", "flags", "corrected_answer", "category"):
+        for key in ("question", "answer", "evidence", "corrected_evidence", "flags", "corrected_answer", "category"):
             val = _get(qa, key)
             if val is not None:
                 merged[key] = val

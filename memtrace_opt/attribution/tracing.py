@@ -11,18 +11,21 @@ deterministic content checks, stage by stage, as the reference taxonomy defines 
     the fact never entered the searchable memory → ExtractionError at the op that wrote that copy
 (e) the context holds every fact                → ResponseError at the answer op
 
-Before any of this, two non-memory verdicts: an ``audit_wrong_gold`` case is an AnnotationError, and
-a failed answer that a stricter second judgement accepts (:func:`judged_wrongly`) is a JudgeError
-of the judge op; neither names a prompt, so neither reaches the optimizer.
+Before any of this, two non-memory verdicts: an ``audit_wrong_gold`` case is an AnnotationError when
+the wrong gold is what failed it (the prediction matches the audit's corrected answer, or there is
+none to check) — a prediction wrong against both is traced, against the corrected answer, like any
+other — and a failed answer that a stricter second judgement accepts (:func:`judged_wrongly`) is a
+JudgeError of the judge op; neither names a prompt, so neither reaches the optimizer. Where the audit
+corrects a question's evidence citation, the corrected turns are the evidence traced.
 
 Facts that fail give candidates; the earliest in execution order is the blame (later faults are
 "fixed" by the definition of decisiveness). An update that replaces a fact with a *later* evidence
-fact is a legitimate update, not a degradation. ``audit_wrong_gold`` cases are AnnotationErrors.
+fact is a legitimate update, not a degradation.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from memtrace_opt.attribution.blame import MEMORY_ERROR_TYPES, BlameSignal
@@ -63,6 +66,20 @@ class TraceResult:
     truncated: int = 0
 
 
+def _annotation_verdict(case: FailureCase) -> Candidate | None:
+    """An AnnotationError when the wrong gold is what made the answer fail: the audit gives no corrected
+    answer (nothing to check against), or the prediction matches the corrected one. A prediction that is
+    wrong against both (an abstention, another fact) has a pipeline cause: None, trace it."""
+    why = f"the dataset audit flags the gold answer {case.gold!r} as wrong"
+    if not case.corrected_answer:
+        return Candidate("AnnotationError", None, 0, why)
+    verdict = _STRICT.judge(case.question, case.corrected_answer, case.prediction)
+    if verdict.score == 1:
+        return Candidate("AnnotationError", None, 0, f"{why}; the answer matches the corrected "
+                                                    f"{case.corrected_answer!r}")
+    return None
+
+
 @dataclass
 class TracingAttributor:
     """The main attribution method. ``evidence``: annotated, pseudo, or auto (annotated when present)."""
@@ -85,10 +102,10 @@ class TracingAttributor:
     def trace(self, graph: MemoryGraph, case: FailureCase) -> TraceResult:
         """All candidates for ``case``, earliest decisive first (never empty)."""
         if "audit_wrong_gold" in case.flags:
-            why = f"the dataset audit flags the gold answer {case.gold!r} as wrong"
-            if case.corrected_answer:
-                why += f" (corrected: {case.corrected_answer!r})"
-            return TraceResult([Candidate("AnnotationError", None, 0, why)], [], "audit")
+            annotation = _annotation_verdict(case)
+            if annotation is not None:
+                return TraceResult([annotation], [], "audit")
+            case = replace(case, gold=str(case.corrected_answer))  # wrong either way: trace the corrected answer
         misjudged = judged_wrongly(case)
         if misjudged:
             time = graph.ops[case.judge_op].time if case.judge_op in graph.ops else 10**12

@@ -305,3 +305,21 @@ def test_the_audits_corrected_citation_is_the_evidence_traced(recorded):
     assert cited.evidence == ("D9:9",)
     [fixed] = collect_failures(recorded, {case.qa_id: {"evidence": ["D9:9"], "corrected_evidence": list(case.evidence)}})
     assert fixed.evidence == case.evidence  # the audit's citation replaces the wrong one
+
+
+def test_records_that_name_their_turn_carry_a_fact_only_from_that_turn():
+    from memtrace_opt.attribution.content import TokenJudge, make_fact
+
+    message = {"turn_id": "D1:8", "speaker": "Deb", "text": "My mother gave me this pendant."}
+    fact = make_fact("message:D1:8@1", message, "What gift did Deb get from her mother?", "pendant",
+                     speakers=("Deb", "Jo"))
+    later = {"turn_id": "D4:40", "text": "Deb: My friend's mother wore a pendant like it.", "date": "d4"}
+    kept = {"turn_id": "D1:8", "text": "Deb: My mother gave me this pendant.", "date": "d1"}
+    judge = TokenJudge()
+    trimmed = judge.holds(fact, [later])
+    assert trimmed.holds is False and "D1:8" in trimmed.reason  # the shared word is not the evidence
+    assert judge.holds(fact, [later, kept]).holds is True
+    # records without provenance: content alone decides, as before
+    assert judge.holds(fact, [{"text": later["text"]}]).holds is True
+    # a document of several turns carries each of them
+    assert judge.holds(fact, [{"turn_ids": ["D1:7", "D1:8"], "text": kept["text"]}]).holds is True

@@ -99,3 +99,22 @@ def test_bench_trace_cli_prints_one_json_object(capsys):
                 "machine", "meets_goals"):
         assert key in result
     assert set(result["save_load_ops_per_s"]) >= {"json", "sqlite"} and result["machine"]["cpu_count"] >= 1
+
+
+def test_show_puts_evidence_status_and_the_runs_blame_in_the_header(tmp_path, capsys):
+    tracer = Tracer(MemoryGraph({"prompts": PROMPTS}), lm=PromptEchoLM(), prompts=PROMPTS)
+    run_toy(tracer, [["alice likes tea", "bob lives in paris"], ["alice likes coffee", "bob moved to rome"]],
+            ["what does alice like", "where does bob live"], delete_word="rome")
+    with tracer.session("answer:q0", kind="answer"):
+        gold = tracer.variable("gold:q0", {"answer": "coffee", "evidence": ["D2:1", "D9:9"]}, category="gold-answer")
+        tracer.call("cli.judge", inputs={"answer": tracer.latest("answer:q0"), "gold": gold},
+                    outputs={"verdict": New("judgement:q0", "judgement")})
+    save_json(tracer.graph, tmp_path / "graphs" / "conv-1.jsonl.gz")
+    (tmp_path / "blame.json").write_text(json.dumps({"signals": [
+        {"case_id": "q0", "error_type": "ResponseError", "op_id": "answer:q0/toy.answer#0", "reason": "the why"}]}))
+    assert main(["trace", "show", str(tmp_path), "--question", "q0"]) == 0
+    out = capsys.readouterr().out
+    assert "evidence  D2:1 (read by the answer op), D9:9 (not in this graph)" in out
+    assert "blame     ResponseError at answer:q0/toy.answer#0: the why" in out
+    assert main(["trace", "show", str(tmp_path), "--question", "q0", "--full"]) == 0
+    assert "…" not in capsys.readouterr().out  # --full: values whole

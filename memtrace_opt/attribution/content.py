@@ -131,7 +131,11 @@ class TokenJudge:
     decide: bool = True
 
     def holds(self, fact: Fact, value: Any) -> Holding:
-        items = [t for t in (without_other_speakers(fact, i) for i in value_items(value) if i) if t.strip()]
+        sourced = from_source(fact, value)
+        if sourced is not None and not sourced:
+            return Holding(False, 0.0, f"no record from the evidence turn {turn_of(fact.id)} (records name their turns)")
+        items = [t for t in (without_other_speakers(fact, i) for i in value_items(value if sourced is None else sourced)
+                             if i) if t.strip()]
         if not items:
             return Holding(False, 0.0, "empty value, or only other speakers' lines")
         if fact.gold_tokens:
@@ -177,6 +181,25 @@ class TokenJudge:
         if self.decide:
             return Holding(score >= (self.hold_at + self.miss_below) / 2, score, reason + " (grey zone)")
         return Holding(None, score, reason + " (inconclusive)")
+
+
+def turn_of(fact_id: str) -> str | None:
+    """The dialogue turn a fact's evidence message is (``message:D1:8@1`` → ``D1:8``), else None."""
+    name = fact_id.split("@", 1)[0]
+    return name.removeprefix("message:") if name.startswith("message:") else None
+
+
+def from_source(fact: Fact, value: Any) -> list[Any] | None:
+    """Provenance before content: when every record of a list names the turn(s) it came from (``turn_id``
+    or ``turn_ids``: Long-Context's context, RAG documents, EverMemOS cells), only the records from the
+    fact's own turn can carry it — a later line that merely shares the gold word (another person's
+    pendant) does not. None when the value records no provenance (content decides alone)."""
+    turn = turn_of(fact.id)
+    if turn is None or not isinstance(value, (list, tuple)) or not value:
+        return None
+    if not all(isinstance(x, Mapping) and ("turn_id" in x or "turn_ids" in x) for x in value):
+        return None
+    return [x for x in value if x.get("turn_id") == turn or turn in (x.get("turn_ids") or ())]
 
 
 def _share(wanted: frozenset[str], have: frozenset[str]) -> float:

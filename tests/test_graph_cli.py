@@ -116,5 +116,6 @@ def test_show_puts_evidence_status_and_the_runs_blame_in_the_header(tmp_path, ca
     out = capsys.readouterr().out
     assert "evidence  D2:1 (read by the answer op), D9:9 (not in this graph)" in out
     assert "blame     ResponseError at answer:q0/toy.answer#0: the why" in out
-    assert main(["trace", "show", str(tmp_path), "--question", "q0", "--full"]) == 0
-    assert "…" not in capsys.readouterr().out  # --full: values whole
+    assert main(["trace", "show", str(tmp_path), "--question", "q0", "--full", "--no-blame"]) == 0
+    out = capsys.readouterr().out
+    assert "…" not in out and "blame " not in out  # --full: values whole; --no-blame: blind labelling

@@ -174,14 +174,15 @@ def _render_op(g: MemoryGraph, op: Operation, width: int = _WIDTH) -> list[str]:
     return lines
 
 
-def show(run_dir: str, question: str | None, conversation: str | None, *, full: bool = False) -> list[str]:
+def show(run_dir: str, question: str | None, conversation: str | None, *, full: bool = False,
+         with_blame: bool = True) -> list[str]:
     """What ``trace show`` prints, as lines (raises :class:`GraphError` on a missing run or question)."""
     run = RunGraphs(run_dir)
     if question is None:
         return [line for conv, g in run.graphs(conversation) for line in render_questions(conv, g)]
     for conv, g in run.graphs(conversation):
         if f"answer:{question}" in g.latest:
-            return render_slice(g, question, conv, blame=_run_blame(run_dir, question),
+            return render_slice(g, question, conv, blame=_run_blame(run_dir, question) if with_blame else None,
                                 width=10**6 if full else _WIDTH, qa=_dataset_qa(run_dir, conv, question))
     where = f"conversation {conversation!r}" if conversation else f"any conversation of {run_dir}"
     raise GraphError(f"question {question!r} is not answered in {where}")
@@ -228,9 +229,11 @@ def register(app: typer.Typer) -> None:
         question: Annotated[Optional[str], typer.Option("--question", "-q", help="QA id to show the slice of.")] = None,
         conversation: Annotated[Optional[str], typer.Option("--conversation", "-c", help="Only this conversation.")] = None,
         full: Annotated[bool, typer.Option("--full", help="Print values whole instead of a short preview.")] = False,
+        blame: Annotated[bool, typer.Option("--blame/--no-blame", help="Show RUN_DIR/blame.json's verdict (--no-blame: "
+                                                                       "label a failure blind to the attributor).")] = True,
     ) -> None:
         """List a run's questions, or print one question's slice: evidence status, blame, ops, memory versions."""
-        for line in show(run_dir, question, conversation, full=full):
+        for line in show(run_dir, question, conversation, full=full, with_blame=blame):
             typer.echo(line)
 
     app.add_typer(trace_app, name="trace")

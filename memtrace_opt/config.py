@@ -213,6 +213,10 @@ class OptimizerConfig(_Section):
     prune: bool = True
     deltas: list[Literal["demos", "rules", "lines"]] = Field(default_factory=lambda: ["demos", "rules", "lines"],
                                                               min_length=1)
+    #: How a demo step picks its worked examples: ``coverage`` (the component's first demo step takes
+    #: the set whose question and answer forms best cover the round's failures charged to it, later
+    #: steps random subsets; optimizers/demo_coverage.py) or ``random`` (every step a random subset).
+    demo_selection: Literal["coverage", "random"] = "coverage"
 
 
 class TuningConfig(_Section):

@@ -5,8 +5,10 @@ GEPA calls the proposer with the parent candidate and the reflective records of 
 one edits each requested component by one delta, cycling through the kinds (``deltas``, in order)
 so GEPA's minibatch acceptance and Pareto front choose among them:
 
-- **demos**: a fresh subset of the component's demo pool (:mod:`.demos`: bootstrapped from correct
-  answers, repaired from blamed failures) within the token budget, replacing the parent's examples;
+- **demos**: a subset of the component's demo pool (:mod:`.demos`: bootstrapped from correct
+  answers, repaired from blamed failures) within the token budget, replacing the parent's examples —
+  the first time for a component, the set that best covers the round's failures charged to it
+  (:mod:`.demo_coverage`, with ``demo_selection="coverage"``), afterwards a fresh random subset;
 - **rule**: one SIMBA-style rule proposed from the minibatch's records for this component
   (:mod:`.rules`), added to the parent's rule list; the parent's examples are kept;
 - **line**: the instruction line blamed for the minibatch's failures (:mod:`.line_blame`) removed;
@@ -24,6 +26,7 @@ import random
 from typing import Any, Mapping, Sequence
 
 from memtrace_opt.lm.base import LMClient
+from memtrace_opt.optimizers.demo_coverage import select_covering_demos
 from memtrace_opt.optimizers.demos import Demo, select_demos
 from memtrace_opt.optimizers.line_blame import blame_line, drop_line
 from memtrace_opt.prompt_parts import PromptParts, split_prompt
@@ -41,7 +44,9 @@ class DeltaProposer(ComponentProposer):
 
     def __init__(self, pools: Mapping[str, Sequence[Demo]], lm: LMClient | None, *, budget_tokens: int = 400,
                  max_demos: int = 4, rule_samples: int = 2, rule_records: int = 2, seed: int = 0,
-                 kinds: Sequence[str] = DELTA_KINDS, failure_outputs: Mapping[str, Sequence[str]] | None = None) -> None:
+                 kinds: Sequence[str] = DELTA_KINDS, failure_outputs: Mapping[str, Sequence[str]] | None = None,
+                 failure_cases: Mapping[str, Sequence[tuple[str, str]]] | None = None,
+                 demo_selection: str = "coverage") -> None:
         super().__init__()
         unknown = [k for k in kinds if k not in DELTA_KINDS]
         if unknown or not kinds:
@@ -49,6 +54,13 @@ class DeltaProposer(ComponentProposer):
         self.kinds = tuple(kinds)
         #: Per component, the wrong outputs of every failure of the round charged to it (line evidence).
         self.failure_outputs = {c: list(o) for c, o in (failure_outputs or {}).items()}
+        if demo_selection not in ("coverage", "random"):
+            raise ValueError(f"demo_selection must be coverage or random, got {demo_selection!r}")
+        #: Per component, ``(question, expected answer)`` of the round's failures charged to it: what a
+        #: covering demo set is fitted to.
+        self.failure_cases = {c: list(v) for c, v in (failure_cases or {}).items()}
+        self.demo_selection = demo_selection
+        self._covered: set[str] = set()
         self.pools = {c: list(p) for c, p in pools.items()}
         self.lm = lm
         self.budget_tokens = budget_tokens
@@ -85,14 +97,24 @@ class DeltaProposer(ComponentProposer):
         return Proposal(component, False, "no demo pool and no record for a rule", "", "", len(records), "rule")
 
     def _demos(self, component: str, current: str, parts: PromptParts, pool: Sequence[Demo], n: int) -> Proposal:
-        chosen = select_demos(pool, budget_tokens=self.budget_tokens, max_demos=self.max_demos, rng=self.rng)
+        chosen, how = self._pick_demos(component, pool)
         new = PromptParts(parts.instruction, parts.rules, tuple(d.render() for d in chosen)).render()
-        kinds = ", ".join(f"{d.kind}:{d.case_id}" for d in chosen)
+        kinds = ", ".join(f"{d.kind}:{d.case_id}" for d in chosen) + (" covering the round's failures" if how else "")
         if not chosen:
             return Proposal(component, False, f"no demo fits the {self.budget_tokens}-token budget", "", "", n, "demos")
         if new == current:
             return Proposal(component, False, "same demos as the parent", "", kinds, n, "demos")
         return Proposal(component, True, f"{len(chosen)} demos ({kinds})", new, kinds, n, "demos")
+
+    def _pick_demos(self, component: str, pool: Sequence[Demo]) -> tuple[list[Demo], bool]:
+        """The covering set on the component's first demo step (``True``), a random subset afterwards."""
+        targets = self.failure_cases.get(component) or []
+        if self.demo_selection == "coverage" and component not in self._covered and targets:
+            self._covered.add(component)
+            chosen = select_covering_demos(pool, targets, budget_tokens=self.budget_tokens, max_demos=self.max_demos)
+            if chosen:
+                return chosen, True
+        return select_demos(pool, budget_tokens=self.budget_tokens, max_demos=self.max_demos, rng=self.rng), False
 
     def _rule(self, component: str, current: str, parts: PromptParts, records: Sequence[Mapping[str, Any]]) -> Proposal:
         assert self.lm is not None

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from memtrace_opt.attribution.blame import MEMORY_ERROR_TYPES, BlameSignal
+from memtrace_opt.attribution.content import turn_of
 from memtrace_opt.attribution.text import content_tokens
 from memtrace_opt.graph import MemoryGraph
 from memtrace_opt.graph.queries import lineage
@@ -73,18 +74,32 @@ DemoPools = dict[str, list[Demo]]
 _SHOWN_NOTE = re.compile(r"\n\(\d+ of \d+ records shown[^)]*\)$")
 
 
-def _render_inputs(graph: MemoryGraph, op_inputs: Mapping[str, Sequence[str]], focus: str) -> tuple[tuple[str, str], ...]:
+def _render_inputs(graph: MemoryGraph, op_inputs: Mapping[str, Sequence[str]], focus: str,
+                   evidence: Sequence[str] = ()) -> tuple[tuple[str, str], ...]:
     """The op's inputs by role, the question last (next to the output), previous versions dropped; a long
-    record list cut to the lines nearest the question and gold, without the "N of M shown" note."""
+    record list cut to its evidence records (when ``evidence`` names turns the records come from) or else
+    to the lines nearest the question and gold, without the "N of M shown" note."""
     out = []
+    turns = {t for t in (turn_of(e) for e in evidence) if t}
     for role, ids in op_inputs.items():
         if role.startswith("_"):
             continue
         values = [graph.variables[v].value for v in ids if v in graph.variables]
-        value = _relevant_records(values[0] if len(values) == 1 else values, focus, graph.meta.get("speakers") or ())
+        value = values[0] if len(values) == 1 else values
+        value = _evidence_records(value, turns) or _relevant_records(value, focus, graph.meta.get("speakers") or ())
         text = _SHOWN_NOTE.sub("", render_value(value, max_chars=INPUT_CHARS, focus=focus))
         out.append((role, f"\n{text}" if "\n" in text else text))
     return tuple(sorted(out, key=lambda kv: (kv[0] == "question", -len(kv[1]))))
+
+
+def _evidence_records(value: Any, turns: set[str]) -> list[Any] | None:
+    """The records of a list that came from one of ``turns`` (``turn_id``/``turn_ids``), or None when there are
+    none or the records name no source. A repair demo must show the evidence its gold answer rests on: the
+    lines that merely share the gold's words ("last week", a date) are often another event's."""
+    if not turns or not (isinstance(value, list) and value and all(isinstance(r, Mapping) for r in value)):
+        return None
+    kept = [r for r in value if r.get("turn_id") in turns or turns & set(r.get("turn_ids") or ())]
+    return kept or None
 
 
 def _relevant_records(value: Any, focus: str, speakers: Sequence[str] = ()) -> Any:
@@ -173,8 +188,8 @@ def _repair(t: CaseTrace, blame: BlameSignal) -> Demo | None:
         corrected = _render_output(inject_text(next(iter(outputs.values())), evidence))
     else:
         return None
-    return Demo(op.prompt.component, "repair", t.case.qa_id, op.name, _render_inputs(graph, op.inputs, _focus(t)),
-                corrected)
+    return Demo(op.prompt.component, "repair", t.case.qa_id, op.name,
+                _render_inputs(graph, op.inputs, _focus(t), blame.evidence), corrected)
 
 
 def mine_repair_demos(traces: Iterable[CaseTrace]) -> DemoPools:

@@ -346,15 +346,26 @@ def _proposer(ctx: LoopContext, state: LoopState, blame: RoundBlame, traces: lis
     ctx.say("demo pools: " + (", ".join(f"{c} {len(p)}" for c, p in pools.items()) or "empty"))
     return DeltaProposer(pools, ctx.reflection_lm, budget_tokens=ctx.plan.demo_tokens, max_demos=ctx.plan.max_demos,
                          seed=ctx.plan.seed + state.next_round, kinds=ctx.plan.deltas,
-                         failure_outputs=_failure_outputs(traces, blame))
+                         failure_outputs=_failure_outputs(traces, blame),
+                         failure_cases=_failure_cases(traces, blame), demo_selection=ctx.plan.demo_selection)
+
+
+def _charged_failures(traces: list[CaseTrace], blame: RoundBlame) -> dict[str, list[CaseTrace]]:
+    """Per component the round optimizes, the failures charged to it (attributed: blamed on it; the
+    ablation: every failure, as its summary spreads them)."""
+    groups = blame.summary.get("components", {})
+    by_id = {t.case.qa_id: t for t in traces if t.failed}
+    return {c: [by_id[i] for i in groups.get(c, {}).get("case_ids", []) if i in by_id] for c in blame.components}
 
 
 def _failure_outputs(traces: list[CaseTrace], blame: RoundBlame) -> dict[str, list[str]]:
-    """Per component the round optimizes, the answers of the failures charged to it (attributed: blamed on
-    it; the ablation: every failure, as its summary spreads them) — the line-blame evidence of the round."""
-    groups = blame.summary.get("components", {})
-    by_id = {t.case.qa_id: t.prediction for t in traces if t.failed}
-    return {c: [by_id[i] for i in groups.get(c, {}).get("case_ids", []) if i in by_id] for c in blame.components}
+    """The wrong answers of each component's charged failures: the line-blame evidence of the round."""
+    return {c: [t.prediction for t in ts] for c, ts in _charged_failures(traces, blame).items()}
+
+
+def _failure_cases(traces: list[CaseTrace], blame: RoundBlame) -> dict[str, list[tuple[str, str]]]:
+    """``(question, gold)`` of each component's charged failures: what a covering demo set is fitted to."""
+    return {c: [(t.question, t.gold) for t in ts] for c, ts in _charged_failures(traces, blame).items()}
 
 
 def _mipro(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter, train: list[QACase],

@@ -57,6 +57,7 @@ class LoopPlan:
     max_demos: int = 4
     acceptance: str = "strict"
     deltas: tuple[str, ...] = ("demos", "rules", "lines")
+    demo_selection: str = "coverage"
     scoped_replay: bool = True
     prune: bool = True
 
@@ -71,6 +72,9 @@ class LoopPlan:
         if unknown or not self.deltas:
             raise ConfigError("config", "optimizer.deltas", f"expected a non-empty list of demos, rules, lines; "
                               f"got {list(self.deltas)}")
+        if self.demo_selection not in ("coverage", "random"):
+            raise ConfigError("config", "optimizer.demo_selection",
+                              f"expected coverage or random, got {self.demo_selection!r}")
         if self.round_data not in ("rotate", "all"):
             raise ConfigError("config", "optimizer.round_data", f"expected rotate or all, got {self.round_data!r}")
 
@@ -88,6 +92,7 @@ class LoopPlan:
             proposer=getattr(opt, "proposer", "delta"), demo_tokens=getattr(opt, "demo_tokens", 400),
             max_demos=getattr(opt, "max_demos", 4), acceptance=getattr(opt, "acceptance", "strict"),
             deltas=tuple(getattr(opt, "deltas", ("demos", "rules", "lines"))),
+            demo_selection=getattr(opt, "demo_selection", "coverage"),
             scoped_replay=getattr(opt, "scoped_replay", True), prune=getattr(opt, "prune", True),
         )
 
@@ -113,7 +118,8 @@ class LoopPlan:
                 "max_llm_calls": self.max_llm_calls, "minibatch_size": self.minibatch_size,
                 "proposer": self.proposer, "demo_tokens": self.demo_tokens, "max_demos": self.max_demos,
                 "acceptance": self.acceptance, "deltas": list(self.deltas),
-                "scoped_replay": self.scoped_replay, "prune": self.prune}
+                "scoped_replay": self.scoped_replay, "prune": self.prune,
+                **({} if self.demo_selection == "random" else {"demo_selection": self.demo_selection})}
 
 
 @dataclass(frozen=True)

@@ -213,10 +213,11 @@ class OptimizerConfig(_Section):
     prune: bool = True
     deltas: list[Literal["demos", "rules", "lines"]] = Field(default_factory=lambda: ["demos", "rules", "lines"],
                                                               min_length=1)
-    #: How a demo step picks its worked examples: ``coverage`` (the component's first demo step takes
-    #: the set whose question and answer forms best cover the round's failures charged to it, later
-    #: steps random subsets; optimizers/demo_coverage.py) or ``random`` (every step a random subset).
-    demo_selection: Literal["coverage", "random"] = "coverage"
+    #: How a demo step picks its worked examples: ``random`` (every step a random subset) or ``coverage``
+    #: (the component's first demo step takes the set whose question and answer forms best cover the
+    #: round's failures charged to it, later steps random subsets; optimizers/demo_coverage.py). Not the
+    #: default: on training conversations it did not change accuracy (experiments/results/README.md).
+    demo_selection: Literal["coverage", "random"] = "random"
 
 
 class TuningConfig(_Section):

@@ -46,7 +46,7 @@ class DeltaProposer(ComponentProposer):
                  max_demos: int = 4, rule_samples: int = 2, rule_records: int = 2, seed: int = 0,
                  kinds: Sequence[str] = DELTA_KINDS, failure_outputs: Mapping[str, Sequence[str]] | None = None,
                  failure_cases: Mapping[str, Sequence[tuple[str, str]]] | None = None,
-                 demo_selection: str = "coverage") -> None:
+                 demo_selection: str = "random") -> None:
         super().__init__()
         unknown = [k for k in kinds if k not in DELTA_KINDS]
         if unknown or not kinds:

@@ -65,7 +65,8 @@ def test_covering_respects_budget_and_count_and_stops_when_nothing_is_gained():
 def test_the_proposer_covers_the_failures_first_then_draws_at_random():
     record = {"Inputs": {"question": "q"}, "Generated Outputs": "x", "Feedback": "wrong"}
     proposer = DeltaProposer({"question_answering": POOL}, None, budget_tokens=10_000, max_demos=2,
-                             kinds=("demos",), failure_cases={"question_answering": FAILURES})
+                             kinds=("demos",), failure_cases={"question_answering": FAILURES},
+                             demo_selection="coverage")
     first = proposer({"question_answering": SEED}, {"question_answering": [record]}, ["question_answering"])
     examples = split_prompt(first["question_answering"]).examples
     assert "The week before 9 June 2023" in examples[0]
@@ -75,10 +76,9 @@ def test_the_proposer_covers_the_failures_first_then_draws_at_random():
     assert "covering" not in proposer.log[1].reason and second["question_answering"] != SEED
 
 
-def test_random_selection_never_covers():
+def test_random_selection_the_default_never_covers():
     proposer = DeltaProposer({"question_answering": POOL}, None, budget_tokens=10_000, max_demos=2,
-                             kinds=("demos",), failure_cases={"question_answering": FAILURES},
-                             demo_selection="random")
+                             kinds=("demos",), failure_cases={"question_answering": FAILURES})
     record = {"Inputs": {"question": "q"}, "Generated Outputs": "x", "Feedback": "wrong"}
     proposer({"question_answering": SEED}, {"question_answering": [record]}, ["question_answering"])
     assert "covering" not in proposer.log[0].reason
@@ -109,3 +109,16 @@ def test_a_repair_demo_shows_the_evidence_turn_not_a_line_sharing_the_golds_word
     context = dict(demo.inputs)["context"]
     assert "school event" in context and "met up with friends" not in context
     assert demo.output == "The week before the talk"
+
+
+def test_the_plan_reads_demo_selection_and_refuses_an_unknown_one():
+    import pytest
+
+    from memtrace_opt.errors import ConfigError
+    from memtrace_opt.loop import LoopPlan
+
+    assert LoopPlan(method="attributed").demo_selection == "random"
+    assert LoopPlan(method="attributed", demo_selection="coverage").fingerprint()["demo_selection"] == "coverage"
+    assert "demo_selection" not in LoopPlan(method="attributed").fingerprint()  # old checkpoints still resume
+    with pytest.raises(ConfigError, match="optimizer.demo_selection"):
+        LoopPlan(method="attributed", demo_selection="best")

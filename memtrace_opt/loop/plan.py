@@ -57,7 +57,7 @@ class LoopPlan:
     max_demos: int = 4
     acceptance: str = "strict"
     deltas: tuple[str, ...] = ("demos", "rules", "lines")
-    demo_selection: str = "coverage"
+    demo_selection: str = "random"
     scoped_replay: bool = True
     prune: bool = True
 
@@ -92,7 +92,7 @@ class LoopPlan:
             proposer=getattr(opt, "proposer", "delta"), demo_tokens=getattr(opt, "demo_tokens", 400),
             max_demos=getattr(opt, "max_demos", 4), acceptance=getattr(opt, "acceptance", "strict"),
             deltas=tuple(getattr(opt, "deltas", ("demos", "rules", "lines"))),
-            demo_selection=getattr(opt, "demo_selection", "coverage"),
+            demo_selection=getattr(opt, "demo_selection", "random"),
             scoped_replay=getattr(opt, "scoped_replay", True), prune=getattr(opt, "prune", True),
         )
 
@@ -112,7 +112,8 @@ class LoopPlan:
         return self.targets
 
     def fingerprint(self) -> dict[str, Any]:
-        """The fields a resumed run must share with the checkpointed one."""
+        """The fields a resumed run must share with the checkpointed one (``demo_selection`` only when not
+        the default, so checkpoints written before the field existed still resume)."""
         return {"method": self.method, "rounds": self.rounds, "targets": self.targets,
                 "round_data": self.round_data, "seed": self.seed, "max_metric_calls": self.max_metric_calls,
                 "max_llm_calls": self.max_llm_calls, "minibatch_size": self.minibatch_size,

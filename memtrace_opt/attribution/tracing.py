@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
+from memtrace_opt.attribution.answer_match import carries_gold
 from memtrace_opt.attribution.blame import MEMORY_ERROR_TYPES, BlameSignal
 from memtrace_opt.attribution.content import ContentJudge, Fact, Holding, TokenJudge, make_fact
 from memtrace_opt.attribution.cost import CostMeter, MeteredLM
@@ -349,15 +350,19 @@ def judged_wrongly(case: FailureCase) -> str | None:
     """Why a failed answer is in fact right (a JudgeError), or None.
 
     A second, stricter judgement than the run's: the rules that are sure (both abstain, the same yes/no,
-    the prediction contains the gold, the same dates) or a token F1 of at least 0.8. When it accepts
+    the prediction contains the gold, the same dates) or a token F1 of at least 0.8 — else, unless those
+    rules rejected it outright, every answer-bearing word of the gold in the prediction
+    (:func:`~memtrace_opt.attribution.answer_match.carries_gold`). When it accepts
     an answer the run's judge rejected, the memory system is not at fault and nothing is optimized.
     """
     if not case.prediction.strip():
         return None
     verdict = _STRICT.judge(case.question, case.gold, case.prediction)
-    if verdict.score != 1:
+    why = verdict.reason.removeprefix("deterministic: ") if verdict.score == 1 else None
+    if why is None and not verdict.reason.endswith(("dates differ", "opposite yes/no answer", "only one side abstains")):
+        why = carries_gold(case.question, case.gold, case.prediction)
+    if why is None:
         return None
-    why = verdict.reason.removeprefix("deterministic: ")
     return (f"the answer {case.prediction!r} matches the gold {case.gold!r} by a stricter second judgement "
             f"({why}), yet the judge scored it wrong")
 

@@ -172,7 +172,7 @@ class DeterministicJudge:
             return self._verdict(same, "same yes/no answer" if same else "opposite yes/no answer")
         if gold_tokens and _contains(pred_tokens, gold_tokens):
             return self._verdict(True, "prediction contains the gold answer")
-        dates = _dates_agree(gold, prediction)
+        dates = dates_agree(gold, prediction)
         if dates is not None:
             return self._verdict(dates, "dates agree" if dates else "dates differ")
         f1 = token_f1(prediction, gold)
@@ -234,7 +234,7 @@ def _contains(haystack: list[str], needle: list[str]) -> bool:
     return any(haystack[i : i + n] == needle for i in range(len(haystack) - n + 1))
 
 
-def _dates_agree(gold: str, prediction: str) -> bool | None:
+def dates_agree(gold: str, prediction: str) -> bool | None:
     """None when the gold names no date; else whether the prediction names the same one(s)."""
     pred_dates = find_dates(prediction)
     windows = before_windows(gold)

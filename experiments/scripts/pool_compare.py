@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+from memtrace_opt.errors import MemtraceError
 from memtrace_opt.eval.metrics import paired_bootstrap
 from memtrace_opt.loop.compare import load_final
 from memtrace_opt.schemas import read_final
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         result = pool([(arg, _final(arg)) for arg in args.runs])
-    except Exception as exc:  # one line naming what was wrong, exit 2
+    except (ValueError, OSError, KeyError, MemtraceError) as exc:  # bad input: one line naming it, exit 2
         print(f"pool_compare: {exc}", file=sys.stderr)
         return 2
     if args.json:

@@ -344,6 +344,8 @@ class _Stages:
 
 
 _STRICT = DeterministicJudge(f1_threshold=0.8)
+#: Verdicts of the strict judge that no word-level match may overturn: the answer is wrong outright.
+_OUTRIGHT_REJECTIONS = ("dates differ", "opposite yes/no answer", "only one side abstains")
 
 
 def judged_wrongly(case: FailureCase) -> str | None:
@@ -359,7 +361,7 @@ def judged_wrongly(case: FailureCase) -> str | None:
         return None
     verdict = _STRICT.judge(case.question, case.gold, case.prediction)
     why = verdict.reason.removeprefix("deterministic: ") if verdict.score == 1 else None
-    if why is None and not verdict.reason.endswith(("dates differ", "opposite yes/no answer", "only one side abstains")):
+    if why is None and not verdict.reason.endswith(_OUTRIGHT_REJECTIONS):
         why = carries_gold(case.question, case.gold, case.prediction)
     if why is None:
         return None

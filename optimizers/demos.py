@@ -32,6 +32,7 @@ from memtrace_opt.attribution.content import turn_of
 from memtrace_opt.attribution.text import content_tokens
 from memtrace_opt.graph import MemoryGraph
 from memtrace_opt.graph.queries import lineage
+from memtrace_opt.prompt_parts import example_source_line
 from memtrace_opt.systems.base import approx_tokens
 from memtrace_opt.optimizers.cases import CaseTrace
 from memtrace_opt.optimizers.feedback import render_value
@@ -55,10 +56,18 @@ class Demo:
     op_name: str
     inputs: tuple[tuple[str, str], ...]
     output: str
+    conversation: str = ""
 
     def render(self) -> str:
-        """The example as prompt text (braces neutralised: some systems format their prompts)."""
-        lines = ["Input:"] + [f"{role}:{'' if text.startswith(chr(10)) else ' '}{text}" for role, text in self.inputs]
+        """The example as prompt text (braces neutralised: some systems format their prompts).
+
+        The first line names the conversation the example came from, so a run of that same
+        conversation withholds it (:func:`memtrace_opt.prompt_parts.withhold_examples`): a demo holds
+        its question's gold answer, and a candidate scored on the questions its demos were cut from
+        would be scored on answers it was handed.
+        """
+        lines = [example_source_line(self.conversation)] if self.conversation else []
+        lines += ["Input:"] + [f"{role}:{'' if text.startswith(chr(10)) else ' '}{text}" for role, text in self.inputs]
         lines.append(f"Correct output: {self.output}")
         return "\n".join(lines).replace("{", "(").replace("}", ")")
 
@@ -151,7 +160,8 @@ def mine_bootstrap_demos(traces: Iterable[CaseTrace]) -> DemoPools:
                 continue
             inputs = _render_inputs(graph, op.inputs, focus)
             outputs = {r: graph.variables[v].value for r, v in op.outputs.items() if v in graph.variables}
-            demo = Demo(op.prompt.component, "bootstrap", t.case.qa_id, op.name, inputs, _render_output(outputs))
+            demo = Demo(op.prompt.component, "bootstrap", t.case.qa_id, op.name, inputs, _render_output(outputs),
+                        t.case.conversation_id)
             score = _overlap(" ".join(text for _, text in inputs), focus)
             if op.prompt.component not in best or score > best[op.prompt.component][0]:
                 best[op.prompt.component] = (score, demo)
@@ -189,7 +199,7 @@ def _repair(t: CaseTrace, blame: BlameSignal) -> Demo | None:
     else:
         return None
     return Demo(op.prompt.component, "repair", t.case.qa_id, op.name,
-                _render_inputs(graph, op.inputs, _focus(t), blame.evidence), corrected)
+                _render_inputs(graph, op.inputs, _focus(t), blame.evidence), corrected, t.case.conversation_id)
 
 
 def mine_repair_demos(traces: Iterable[CaseTrace]) -> DemoPools:
@@ -217,7 +227,7 @@ def mine_unattributed_demos(traces: Iterable[CaseTrace], components: Sequence[st
             continue
         component = components[i % len(components)]
         pools[component].append(Demo(component, "repair", t.case.qa_id, op.name,
-                                     _render_inputs(graph, op.inputs, _focus(t)), t.gold))
+                                     _render_inputs(graph, op.inputs, _focus(t)), t.gold, t.case.conversation_id))
     return pools
 
 

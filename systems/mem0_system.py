@@ -202,7 +202,7 @@ class Mem0System(MemorySystem):
 
     def _add(self, session: Session, n: int, group: Sequence[Variable]) -> None:
         date = getattr(session, "date_time", None)
-        prompts = self.tracer.prompts
+        prompts = self.tracer.effective_prompts  # this conversation's own worked examples withheld
         config = self.memory.config  # mem0 reads these per add; kept equal to what the ops send
         if FACT_PROMPT in prompts and UPDATE_PROMPT in prompts:  # else the op names the missing one
             config.custom_fact_extraction_prompt = render(prompts[FACT_PROMPT], date, ensure_date=True)

@@ -26,6 +26,7 @@ from memtrace_opt.errors import GraphError
 from memtrace_opt.graph.model import LMCall, MemoryGraph, Operation, PromptRef, SessionRecord, Variable
 from memtrace_opt.graph.ops import OpContext, OpFailure, OpSpec, get_spec, prompt_sha
 from memtrace_opt.lm.base import LMClient
+from memtrace_opt.prompt_parts import seen_prompts
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +93,8 @@ class Memo:
     def __init__(self, graph: MemoryGraph | None = None, *, pinned: Collection[str] = ()) -> None:
         self._entries: dict[str, tuple[dict[str, Any], tuple[LMCall, ...], Operation]] = {}
         self.pinned = frozenset(pinned)
-        self.recorded_prompts: dict[str, str] = dict(graph.meta.get("prompts", {})) if graph is not None else {}
+        self.recorded_prompts: dict[str, str] = (
+            seen_prompts(graph.meta.get("prompts", {}), graph.meta.get("conversation_id")) if graph is not None else {})
         if graph is not None:
             for op in graph.ops.values():
                 # Failed ops are memoized too: a replay must reproduce the run, failures included,
@@ -168,6 +170,8 @@ class Tracer:
         self.lms: dict[str, LMClient] = {**({"task": lm} if lm is not None else {}), **(lms or {})}
         self.overrides = overrides or Overrides()
         self.prompts: dict[str, str] = {**(prompts or {}), **self.overrides.prompts}
+        # what the ops see: the worked examples cut from this very conversation withheld
+        self.effective_prompts: dict[str, str] = seen_prompts(self.prompts, self.graph.meta.get("conversation_id"))
         self.resources = resources
         self.memo = memo
         self.enabled = enabled
@@ -262,7 +266,7 @@ class Tracer:
         if component is None:
             return None
         try:
-            return self.prompts[component]
+            return self.effective_prompts[component]
         except KeyError:
             raise GraphError(f"operation {op_id!r} uses prompt component {component!r}, not in the prompt set "
                              f"({sorted(self.prompts)})") from None

@@ -49,7 +49,7 @@ def save_pools(path: Path, pools: Mapping[str, Sequence[Demo]]) -> None:
 
 def _demo(d: Mapping[str, Any]) -> Demo:
     return Demo(d["component"], d["kind"], d["case_id"], d["op_name"],
-                tuple((str(r), str(t)) for r, t in d["inputs"]), d["output"])
+                tuple((str(r), str(t)) for r, t in d["inputs"]), d["output"], d.get("conversation", ""))
 
 
 def load_pools(run_dir: Path, upto_round: int) -> DemoPools:

@@ -92,6 +92,24 @@ def meaning_changed(fact: Fact, text: str) -> str | None:
     return None
 
 
+def spoken(value: Any) -> Any:
+    """``value`` with each record that names its speaker read as the line ``"<speaker>: <text>"``.
+
+    A stored record keeps who said it apart from what was said (``{"speaker": "Maria", "text": "We
+    made pizza!"}``), while a rendered context writes the two as one line. Read by its text alone,
+    a record whose speaker was rewritten (John's line now Maria's, or "It is not true that John")
+    would still carry John's fact in the store and lose it only in the rendered context, and the
+    loss would be blamed on retrieval instead of on the op that wrote the record.
+    """
+    if isinstance(value, (list, tuple)):
+        return [spoken(x) for x in value]
+    if isinstance(value, Mapping):
+        who, text = value.get("speaker"), value.get("text")
+        if isinstance(who, str) and who.strip() and isinstance(text, str) and not text.startswith(f"{who}:"):
+            return {**value, "text": f"{who}: {text}"}
+    return value
+
+
 def said_by_other(fact: Fact, line: str) -> bool:
     """Whether ``line`` is a verbatim line of another speaker ("<other>: ...") than the fact's."""
     if not fact.others or ":" not in line:
@@ -134,8 +152,8 @@ class TokenJudge:
         sourced = from_source(fact, value)
         if sourced is not None and not sourced:
             return Holding(False, 0.0, f"no record from the evidence turn {turn_of(fact.id)} (records name their turns)")
-        items = [t for t in (without_other_speakers(fact, i) for i in value_items(value if sourced is None else sourced)
-                             if i) if t.strip()]
+        items = [t for t in (without_other_speakers(fact, i)
+                             for i in value_items(spoken(value if sourced is None else sourced)) if i) if t.strip()]
         if not items:
             return Holding(False, 0.0, "empty value, or only other speakers' lines")
         if fact.gold_tokens:
@@ -232,7 +250,7 @@ class LLMContentJudge:
         self._cache: dict[tuple[str, str], Holding] = {}
 
     def holds(self, fact: Fact, value: Any) -> Holding:
-        text = value_text(value)[: self.max_chars]
+        text = value_text(spoken(value))[: self.max_chars]
         key = (fact.id, text)
         if key not in self._cache:
             self._cache[key] = self._ask(fact, text)

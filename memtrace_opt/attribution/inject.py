@@ -28,6 +28,7 @@ from memtrace_opt.attribution.content import ContentJudge, Fact, TokenJudge, mak
 from memtrace_opt.attribution.failures import FailureCase, build_case
 from memtrace_opt.attribution.priors import prior_for
 from memtrace_opt.attribution.text import METADATA_KEYS, content_tokens
+from memtrace_opt.attribution.tracing import judged_wrongly
 from memtrace_opt.attribution.view import unit_chain
 from memtrace_opt.attribution.walk import forward_walk
 from memtrace_opt.graph import MemoryGraph, MissingOutcomeError, Overrides, replay
@@ -216,6 +217,10 @@ def inject_case(graph: MemoryGraph, case: FailureCase, injection: Injection, rer
         return "the replayed graph has no judgement for the question"
     if not new_case.failed:
         return f"still answered correctly ({new_case.prediction!r})"
+    if injection.error_type != "JudgeError" and (why := judged_wrongly(new_case)):
+        # the fault left the answer right and the judge rejected it: the failure is the judge's, so a
+        # label naming the injected op would be false (a trim that left "Dance it out." for "by dancing")
+        return f"still answered correctly by a stricter judgement ({why})"
     system = case.system or str(graph.meta.get("system") or "")
     return InjectedCase(system, injection.error_type, injection.op_id, new_case, result.graph, injection.note,
                         injection.kind, meta={"replay_lm_calls": result.stats.lm_calls})

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from memtrace_opt.attribution.answer_match import carries_gold
+from memtrace_opt.attribution.answer_match import carries_gold, names_part_of_gold
 from memtrace_opt.attribution.blame import MEMORY_ERROR_TYPES, BlameSignal
 from memtrace_opt.attribution.content import ContentJudge, Fact, Holding, TokenJudge, make_fact
 from memtrace_opt.attribution.cost import CostMeter, MeteredLM
@@ -109,8 +109,15 @@ class TracingAttributor:
             case = replace(case, gold=str(case.corrected_answer))  # wrong either way: trace the corrected answer
         misjudged = judged_wrongly(case)
         if misjudged:
-            time = graph.ops[case.judge_op].time if case.judge_op in graph.ops else 10**12
-            return TraceResult([Candidate("JudgeError", case.judge_op, time, misjudged)], [], "judge")
+            return TraceResult([_judge_error(graph, case, misjudged)], [], "judge")
+        result = self._trace_system(graph, case)
+        partial = _partly_right(case) if result.candidates[0].error_type == "ResponseError" else None
+        if partial:  # the context held it all and the answer named part of it: right by a generous judge
+            return replace(result, candidates=[_judge_error(graph, case, partial), *result.candidates])
+        return result
+
+    def _trace_system(self, graph: MemoryGraph, case: FailureCase) -> TraceResult:
+        """The candidates inside the memory system (the judge already found right to reject the answer)."""
         if "unanswerable" in case.flags or is_abstention(case.gold):
             return TraceResult([self._hallucination(graph, case)], [], "abstention")
         starts, source = starting_points(graph, case, mode=self.evidence, top=self.pseudo_top, embed=self.embed)
@@ -346,6 +353,25 @@ class _Stages:
 _STRICT = DeterministicJudge(f1_threshold=0.8)
 #: Verdicts of the strict judge that no word-level match may overturn: the answer is wrong outright.
 _OUTRIGHT_REJECTIONS = ("dates differ", "opposite yes/no answer", "only one side abstains")
+
+
+def _judge_error(graph: MemoryGraph, case: FailureCase, why: str) -> Candidate:
+    time = graph.ops[case.judge_op].time if case.judge_op in graph.ops else 10**12
+    return Candidate("JudgeError", case.judge_op, time, why)
+
+
+def _partly_right(case: FailureCase) -> str | None:
+    """Why a failed answer the context fully supported is a correct part of a listing gold, or None.
+
+    Asked only once tracing found no upstream loss: when the context lacked the other items (a
+    partial extraction), the partial answer is that op's fault and stays blamed there.
+    """
+    why = names_part_of_gold(case.question, case.gold, case.prediction)
+    if why is None:
+        return None
+    return (f"the context holds the evidence and the answer {case.prediction!r} is a correct part of the gold "
+            f"{case.gold!r} ({why}); the judging protocol counts an answer on the same topic, yet the judge "
+            f"scored it wrong")
 
 
 def judged_wrongly(case: FailureCase) -> str | None:

@@ -82,3 +82,16 @@ def test_the_hard_suite_is_reported_per_class(recorded):
     assert set(row["by_class"]) == kinds and row["by_class"]["judged-wrongly"]["type_accuracy"] == 1.0
     with pytest.raises(ValueError, match="unknown injection suite"):
         CaseBuilder(per_type=1, suite="harder")
+
+
+def test_a_meaning_edit_rewrites_what_was_said_never_who_said_it():
+    """A negation once landed in the speaker field ("It is not true that john") and left the line as it was."""
+    from memtrace_opt.attribution.inject_hard import _negation_edit
+
+    line = {"turn_id": "D2:24", "speaker": "John", "text": "We made pizza! We had so much fun making them together."}
+    fact = make_fact("message:D2:24@1", line, "What kind of meal did John and his family make together?", "pizza",
+                     speakers=("John", "Maria"))
+    negated = rewrite_fact([line], fact, TokenJudge(), _negation_edit)[0]
+    assert negated["speaker"] == "John" and negated["text"] != line["text"]
+    swapped = rewrite_fact([line], fact, TokenJudge(), lambda t: t.replace("John", "Maria"), speaker_field=True)[0]
+    assert swapped["speaker"] == "Maria"

@@ -44,17 +44,26 @@ _NEGATABLE = re.compile(r"\b(is|was|are|were|has|have|had|will|can|did|does|do)\
 Edit = Callable[[str], str]
 
 
-def rewrite_fact(value: Any, fact: Fact, judge: ContentJudge, edit: Edit) -> Any:
+def rewrite_fact(value: Any, fact: Fact, judge: ContentJudge, edit: Edit, *, speaker_field: bool = False) -> Any:
     """``value`` with ``edit`` applied to the parts that carry ``fact`` (list items, record text fields,
-    sentences of a text); everything else unchanged."""
+    sentences of a text); everything else unchanged.
+
+    A record's ``speaker`` field is who spoke, not what was said: only the other-speaker edit
+    (``speaker_field=True``) rewrites it; a negation or date edit there would leave the line's
+    words and meaning as they were. A text none of whose sentences carries the fact alone (the
+    fact spans them) is edited whole.
+    """
     if isinstance(value, list):
-        return [rewrite_fact(x, fact, judge, edit) if _holds(judge, fact, x) else x for x in value]
+        return [rewrite_fact(x, fact, judge, edit, speaker_field=speaker_field) if _holds(judge, fact, x) else x
+                for x in value]
     if isinstance(value, dict):
-        return {k: v if k in METADATA_KEYS else rewrite_fact(v, fact, judge, edit) for k, v in value.items()}
+        return {k: v if k in METADATA_KEYS or (k == "speaker" and not speaker_field)
+                else rewrite_fact(v, fact, judge, edit, speaker_field=speaker_field) for k, v in value.items()}
     if isinstance(value, str):
-        parts = _SENTENCE.split(value)
-        if len(parts) > 1:
-            return " ".join(edit(p) if _holds(judge, fact, p) else p for p in parts if p)
+        parts = [p for p in _SENTENCE.split(value) if p]
+        carrying = [_holds(judge, fact, p) for p in parts]
+        if len(parts) > 1 and any(carrying):
+            return " ".join(edit(p) if c else p for p, c in zip(parts, carrying))
         return edit(value)
     return value
 
@@ -112,14 +121,14 @@ def _extraction_outputs(graph: MemoryGraph, case: FailureCase, fact: Fact,
 
 
 def _plan_edit(graph: MemoryGraph, case: FailureCase, facts: Sequence[Fact], judge: ContentJudge, kind: str,
-               make_edit: Callable[[Fact], Edit | None]) -> Injection | str:
+               make_edit: Callable[[Fact], Edit | None], *, speaker_field: bool = False) -> Injection | str:
     for fact in facts:
         edit = make_edit(fact)
         if edit is None:
             continue
         for op_id, role, vid in _extraction_outputs(graph, case, fact, judge):
             old = graph.value(vid)
-            new = rewrite_fact(old, fact, judge, edit)
+            new = rewrite_fact(old, fact, judge, edit, speaker_field=speaker_field)
             if new != old:
                 return Injection("ExtractionError", op_id, Overrides(op_outputs={op_id: {role: new}}),
                                  f"{kind}: rewrote {fact.id} in {vid}", kind)
@@ -183,7 +192,7 @@ def plan_hard_injections(graph: MemoryGraph, case: FailureCase, *, judge: Conten
     planners: dict[str, Callable[[], Injection | str]] = {
         "partial": lambda: _plan_edit(graph, case, facts, judge, "partial", lambda f: _partial_edit(f, case)),
         "other-speaker": lambda: _plan_edit(graph, case, facts, judge, "other-speaker",
-                                            lambda f: _speaker_edit(graph, f)),
+                                            lambda f: _speaker_edit(graph, f), speaker_field=True),
         "meaning-date": lambda: _plan_edit(graph, case, facts, judge, "meaning-date",
                                            lambda f: _date_edit if _YEAR.search(f.text + " " + case.gold) else None),
         "meaning-negation": lambda: _plan_edit(graph, case, facts, judge, "meaning-negation",

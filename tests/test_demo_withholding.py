@@ -71,3 +71,20 @@ def test_demo_pools_keep_the_source_conversation_through_a_save_and_load(tmp_pat
     loaded = load_pools(tmp_path, 1)["question_answering"]
     assert [d.conversation for d in loaded] == ["c1", "c9"]
     assert loaded[0].render() == OWN.render()
+
+
+def test_only_demos_a_candidate_could_be_scored_with_enter_the_pools():
+    from memtrace_opt.loop.demo_pools import testable_pools
+
+    legacy = Demo("question_answering", "repair", "q", "qa.answer", (("question", "q"),), "a")
+    pools = {"question_answering": [OWN, OTHER, legacy]}
+    # one conversation trains and selects (the quickstart): its own demos can never be seen
+    kept, left = testable_pools(pools, {"c1"}, {"c1"}, accept_ties=True)
+    assert [d.case_id for d in kept["question_answering"]] == ["c9/q3", "q"] and left == 1
+    # strict acceptance: the minibatch (c1) must see the set, whatever validation would
+    kept, left = testable_pools(pools, {"c1"}, {"c2"}, accept_ties=False)
+    assert left == 1
+    # ties go on to validation on c2, which does see c1's demos
+    kept, left = testable_pools(pools, {"c1"}, {"c2"}, accept_ties=True)
+    assert left == 0 and len(kept["question_answering"]) == 3
+    assert testable_pools({"question_answering": [OWN]}, {"c1"}, set(), accept_ties=True) == ({}, 1)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from memtrace_opt.attribution.blame import BlameSignal
 from memtrace_opt.loop.artifacts import read_json, round_dir, write_json
@@ -21,7 +21,7 @@ from memtrace_opt.optimizers.demos import (
     Demo, DemoPools, merge_pools, mine_bootstrap_demos, mine_repair_demos, mine_unattributed_demos,
 )
 
-__all__ = ["DEMOS_FILE", "load_pools", "round_pools", "save_pools"]
+__all__ = ["DEMOS_FILE", "load_pools", "round_pools", "save_pools", "testable_pools"]
 
 DEMOS_FILE = "demos.json"
 
@@ -61,3 +61,24 @@ def load_pools(run_dir: Path, upto_round: int) -> DemoPools:
             data = read_json(path)
             pools.append({c: [_demo(d) for d in demos] for c, demos in data.get("components", {}).items()})
     return merge_pools(*pools)
+
+
+def testable_pools(pools: Mapping[str, Sequence[Demo]], minibatch_conversations: Collection[str],
+                   validation_conversations: Collection[str], *, accept_ties: bool) -> tuple[DemoPools, int]:
+    """The demos a candidate could be scored with, and how many were left out.
+
+    A run of a demo's own conversation never sees it (:func:`memtrace_opt.prompt_parts.withhold_examples`),
+    so a demo set cut only from the conversations it would be scored on ties with its parent by
+    construction: GEPA's minibatch (the training conversations) must see it for the set to win there,
+    or, when ties go on (``accept_ties``), validation must. The quickstart's one conversation both
+    trains and selects, so none of its demos can be tested, and the budget goes to rules and lines.
+    """
+    scored = set(minibatch_conversations) | (set(validation_conversations) if accept_ties else set())
+    out: DemoPools = {}
+    left = 0
+    for component, demos in pools.items():
+        kept = [d for d in demos if not d.conversation or scored - {d.conversation}]
+        left += len(demos) - len(kept)
+        if kept:
+            out[component] = kept
+    return out, left

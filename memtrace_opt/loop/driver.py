@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.eval.judge import DeterministicJudge, Judge
@@ -23,7 +23,7 @@ from memtrace_opt.loop.artifacts import FINAL_FILE, read_json, round_dir, write_
 from memtrace_opt.loop.blaming import RoundBlame, round_blame
 from memtrace_opt.loop.budget import LLMBudgetStopper, Spend, SpendMeter
 from memtrace_opt.loop.checkpoint import LoopState, RoundRecord, load_state, save_state
-from memtrace_opt.loop.demo_pools import DEMOS_FILE, load_pools, round_pools, save_pools
+from memtrace_opt.loop.demo_pools import DEMOS_FILE, load_pools, round_pools, save_pools, testable_pools
 from memtrace_opt.loop.final import evaluate_heldout
 from memtrace_opt.loop.plan import GEPA_METHODS, LoopData, LoopPlan
 from memtrace_opt.loop.pruning import prune
@@ -300,7 +300,7 @@ def _optimize(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter, 
     val = ctx.data.validation_cases()
     if ctx.plan.method == "miprov2":
         return _mipro(ctx, state, adapter, train, val)
-    proposer = _proposer(ctx, state, blame, traces, rdir)
+    proposer = _proposer(ctx, state, blame, traces, rdir, train)
     proposer.on_proposal = lambda p: ctx.say(
         f"  proposal {len(proposer.log)} ({p.mode}, {p.component}): "
         + (p.reason if p.accepted else f"none: {p.reason}")[:160] + (" → GEPA scores it on a minibatch" if p.accepted else ""))
@@ -337,13 +337,18 @@ def _prune(ctx: LoopContext, adapter: MemoryPromptAdapter, parent: dict[str, str
 
 
 def _proposer(ctx: LoopContext, state: LoopState, blame: RoundBlame, traces: list[CaseTrace],
-              rdir: Path) -> ReflectionProposer | DeltaProposer:
+              rdir: Path, train: Sequence[QACase]) -> ReflectionProposer | DeltaProposer:
     """Whole-prompt rewrites, or demo/rule deltas drawn from the demo pools mined so far (this round's saved first)."""
     if not ctx.plan.uses_delta:
         return ReflectionProposer(ctx.reflection_lm)
     save_pools(rdir / DEMOS_FILE, round_pools(ctx.plan.method, traces, blame.signals, blame.components))
-    pools = {c: p for c, p in load_pools(ctx.run_dir, state.next_round).items() if c in blame.components}
-    ctx.say("demo pools: " + (", ".join(f"{c} {len(p)}" for c, p in pools.items()) or "empty"))
+    mined = {c: p for c, p in load_pools(ctx.run_dir, state.next_round).items() if c in blame.components}
+    pools, untestable = testable_pools(mined, {c.conversation_id for c in train},
+                                       {c.conversation_id for c in ctx.data.validation_cases()},
+                                       accept_ties=ctx.plan.acceptance == "equal")
+    ctx.say("demo pools: " + (", ".join(f"{c} {len(p)}" for c, p in pools.items()) or "empty")
+            + (f" ({untestable} left out: cut from the only conversations a candidate is scored on, which never "
+               f"see their own demos)" if untestable else ""))
     return DeltaProposer(pools, ctx.reflection_lm, budget_tokens=ctx.plan.demo_tokens, max_demos=ctx.plan.max_demos,
                          seed=ctx.plan.seed + state.next_round, kinds=ctx.plan.deltas,
                          failure_outputs=_failure_outputs(traces, blame),

@@ -44,7 +44,7 @@ RESOURCES = {"embedder": HashEmbedder()}
 
 def write_config(tmp_path: Path, system: str) -> Path:
     path = tmp_path / "run.yaml"
-    path.write_text(f"run_name: t\noutput_dir: out\ndataset:\n  name: mini\nsystem:\n  name: {system}\n"
+    path.write_text(f"run_name: t\noutput_dir: out\ndataset:\n  name: mini\n  conversations: [mini-1, mini-2]\nsystem:\n  name: {system}\n"
                     "  settings: {top_k: 2}\neval:\n  judge: llm\n")
     return path
 
@@ -150,7 +150,7 @@ def test_bench_attribution_pools_cases_from_several_configs(tmp_path, capsys):
     first, second = tmp_path / "a", tmp_path / "b"
     for path, conv in ((first, "mini-1"), (second, "mini-2")):
         path.mkdir()
-        (path / "run.yaml").write_text(f"run_name: t\noutput_dir: out\ndataset:\n  name: mini\n"
+        (path / "run.yaml").write_text(f"run_name: t\noutput_dir: out\ndataset:\n  name: mini\n  conversations: [mini-1, mini-2]\n"
                                        f"  conversations: [{conv}]\nsystem:\n  name: rag\n"
                                        "  settings: {top_k: 2}\neval:\n  judge: llm\n")
     inj = Injected.of(lms(), resources=RESOURCES)

@@ -23,8 +23,8 @@ def ds():
 
 def test_shape_is_small_enough_for_a_cpu_model(ds):
     stats = dataset_stats(ds)
-    assert stats["conversations"] == 2 and stats["qa"] == stats["qa_scored"] == 12
-    assert 40 <= stats["turns"] <= 60
+    assert stats["conversations"] == 3 and stats["qa"] == stats["qa_scored"] == 18
+    assert 60 <= stats["turns"] <= 90
     for conv in ds.conversations:
         assert len(conv.speakers) == 2 and 3 <= len(conv.sessions) <= 4
         assert all(6 <= len(s.turns) <= 8 for s in conv.sessions)

@@ -22,6 +22,7 @@ def write_config(tmp_path: Path, system: str = "rag", extra: str = "") -> Path:
 output_dir: out
 dataset:
   name: mini
+  conversations: [mini-1, mini-2]
   max_questions: 2
 system:
   name: {system}

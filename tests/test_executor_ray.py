@@ -29,7 +29,7 @@ def write_config(tmp_path, name, executor, port=1):
             f"api_key_env: {KEY_VAR}}}")
     (tmp_path / name).mkdir(exist_ok=True)
     path = tmp_path / name / "run.yaml"
-    path.write_text(f"run_name: r\noutput_dir: out\nmodels:\n  task: {task}\ndataset: {{name: mini}}\n"
+    path.write_text(f"run_name: r\noutput_dir: out\nmodels:\n  task: {task}\ndataset: {{name: mini, conversations: [mini-1, mini-2]}}\n"
                     f"system: {{name: long_context}}\neval: {{judge: deterministic}}\nexecutor: {executor}\n")
     return path
 
@@ -195,7 +195,7 @@ def test_a_failed_ray_task_is_raised_and_resume_runs_only_the_rest(tmp_path, ser
 OPTIMIZE = """run_name: r
 output_dir: out
 models: {{task: {model}, judge: {model}, reflection: {model}}}
-dataset: {{name: mini}}
+dataset: {{name: mini, conversations: [mini-1, mini-2]}}
 split: {{optimize: [mini-1], validation: [], heldout: [mini-2]}}
 system: {{name: long_context}}
 eval: {{judge: deterministic}}

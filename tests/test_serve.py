@@ -121,7 +121,7 @@ def test_a_real_served_model_answers_like_the_in_process_model(monkeypatch, serv
 E2E_CONFIG = """run_name: e2e
 output_dir: {out}
 models: {{task: {model}, judge: {model}, reflection: {model}}}
-dataset: {{name: mini}}
+dataset: {{name: mini, conversations: [mini-1, mini-2]}}
 split: {{optimize: [mini-1], validation: [], heldout: [mini-2]}}
 system: {{name: long_context}}
 eval: {{judge: deterministic}}

@@ -46,7 +46,7 @@ def write_config(tmp_path, port: int):
     task = (f"{{provider: openai_compatible, model: stub, api_base: 'http://127.0.0.1:{port}/v1', "
             f"api_key_env: {KEY_VAR}, num_retries: 2, backoff_s: 0.01, timeout_s: 10}}")
     path = tmp_path / "run.yaml"
-    path.write_text(f"run_name: r\noutput_dir: out\nmodels:\n  task: {task}\ndataset: {{name: mini}}\n"
+    path.write_text(f"run_name: r\noutput_dir: out\nmodels:\n  task: {task}\ndataset: {{name: mini, conversations: [mini-1, mini-2]}}\n"
                     "system: {name: long_context}\neval: {judge: deterministic}\n")
     return path
 

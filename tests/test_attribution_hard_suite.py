@@ -95,3 +95,22 @@ def test_a_meaning_edit_rewrites_what_was_said_never_who_said_it():
     assert negated["speaker"] == "John" and negated["text"] != line["text"]
     swapped = rewrite_fact([line], fact, TokenJudge(), lambda t: t.replace("John", "Maria"), speaker_field=True)[0]
     assert swapped["speaker"] == "Maria"
+
+
+def test_a_date_edit_moves_a_relatively_dated_event_and_the_judge_sees_it():
+    """LoCoMo's turns date events relatively ("yesterday"), the session supplying the year: the date
+    edit replaces that phrase, keeping every other word, and the content test no longer counts it."""
+    from memtrace_opt.attribution.inject_hard import _date_edit
+    msg = {"speaker": "Caroline", "text": "I went to the support group yesterday and it was powerful.",
+           "date": "1:56 pm on 8 May, 2023"}
+    fact = make_fact("message:D1:3", msg, "When did Caroline go to the support group?", "7 May 2023",
+                     speakers=("Caroline", "Melanie"))
+    context = [dict(msg), {"speaker": "Melanie", "text": "That's great!", "date": "1:56 pm on 8 May, 2023"}]
+    judge = TokenJudge()
+    assert judge.holds(fact, context).holds
+    edited = rewrite_fact(context, fact, judge, _date_edit)
+    assert edited[0]["text"] == "I went to the support group back in 2009 and it was powerful."
+    assert edited[0]["date"] == msg["date"] and edited[1] == context[1]
+    assert not judge.holds(fact, edited).holds
+    assert _date_edit("We met in 2021, two weeks ago.") == "We met in 2018, two weeks ago."
+    assert _date_edit("I just love it.") == "I just love it."  # no time named: nothing to move

@@ -7,7 +7,8 @@ independent benchmark were subtler; each class here reproduces one, with its gro
   near the canal") → ExtractionError at that extraction.
 - ``other-speaker``: extraction puts the other speaker's name on the fact → ExtractionError there.
 - ``meaning-date`` / ``meaning-negation``: extraction keeps the words and changes the meaning (a
-  year moved, the statement negated) → ExtractionError there.
+  year moved or a relative time replaced by a year long past, the statement negated) →
+  ExtractionError there.
 - ``index-write``: the copy that retrieval searches (an index entry written from a memory unit)
   loses the fact while the unit keeps it → ExtractionError at the write.
 - ``trim``: an update of a unit holding two evidence facts drops one → UpdateError at that update.
@@ -40,6 +41,11 @@ HARD_KINDS: tuple[str, ...] = ("partial", "other-speaker", "meaning-date", "mean
 _YEAR = re.compile(r"\b(19|20)\d{2}\b")
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 _NEGATABLE = re.compile(r"\b(is|was|are|were|has|have|had|will|can|did|does|do)\b", re.I)
+#: Relative times a date edit can replace as a phrase (detection, in :mod:`.content`, is broader).
+_RELATIVE_TIME = re.compile(r"\b(?:today|yesterday|tonight|this (?:week|month|year|weekend|morning)|last (?:night|"
+                            r"week|weekend|month|year|\w+day)|(?:a|one|two|three|a few|several) (?:days?|weeks?|"
+                            r"months?|years?) ago|recently)\b", re.I)
+_LONG_AGO = "back in 2009"
 
 Edit = Callable[[str], str]
 
@@ -99,7 +105,12 @@ def _speaker_edit(graph: MemoryGraph, fact: Fact) -> Edit | None:
 
 
 def _date_edit(text: str) -> str:
-    return _YEAR.sub(lambda m: str(int(m.group(0)) - 3), text)
+    """Move the event in time, keeping the other words: a year named in the text goes back three
+    years; else the first relative time ("yesterday", "last week", "two days ago": how LoCoMo's
+    turns date events, the session date supplying the year) becomes a year long past."""
+    if _YEAR.search(text):
+        return _YEAR.sub(lambda m: str(int(m.group(0)) - 3), text)
+    return _RELATIVE_TIME.sub(_LONG_AGO, text, count=1)
 
 
 def _negation_edit(text: str) -> str:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 
+from memtrace_opt.data.dates import find_dates
 from memtrace_opt.attribution.text import content_tokens
 from memtrace_opt.eval.judge import dates_agree
 
@@ -92,9 +93,15 @@ def names_part_of_gold(question: str, gold: str, prediction: str) -> str | None:
     True
     >>> names_part_of_gold("What genres?", "action and sci-fi", "Action and horror") is None
     True
+
+    A gold that names one date is one item, whatever its commas: "2023" for "May 1, 2023" is a
+    coarser answer, not a correct part of a list.
+
+    >>> names_part_of_gold("When did she go?", "A few days before May 24, 2023.", "2023") is None
+    True
     """
     items = [i for i in _ITEM_SEP.split(gold) if _words(i)]
-    if len(items) < 2 or (_NEGATION.search(prediction) and not _NEGATION.search(gold)):
+    if len(items) < 2 or len(find_dates(gold)) == 1 or (_NEGATION.search(prediction) and not _NEGATION.search(gold)):
         return None
     asked = _words(question)
     said = _words(prediction) - asked

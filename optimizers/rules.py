@@ -6,7 +6,8 @@ input, its output, the correct output, the error type and the reason), it usuall
 usable. Several samples are drawn, each asking for a different variant at temperature 0 — the
 prompt varies, not the sampler, so every sample is cached and a resumed run proposes exactly the same
 rules (a temperature-0.7 sample is not cached and differs on every run); a rule that restates an
-existing rule or instruction line is dropped (:func:`is_restated`), and the rule list is edited by
+existing rule or instruction line is dropped (:func:`is_restated`), so is one whose condition holds
+for every input of the step (:func:`generic_condition`), and the rule list is edited by
 small deltas (add one, drop the oldest past a cap), never rewritten whole.
 """
 
@@ -18,7 +19,8 @@ from typing import Any, Mapping, Sequence
 
 from memtrace_opt.lm.base import LMClient
 
-__all__ = ["RULE_TEMPLATE", "RuleProposal", "extract_rule", "is_restated", "propose_rules", "update_rules"]
+__all__ = ["RULE_TEMPLATE", "RuleProposal", "extract_rule", "generic_condition", "is_restated", "propose_rules",
+           "update_rules"]
 
 RULE_TEMPLATE = """A step "{component}" of an LLM memory system follows this instruction:
 <<<
@@ -72,6 +74,29 @@ def is_restated(rule: str, known: Sequence[str], threshold: float = 0.6) -> bool
     return False
 
 
+_CONDITION = re.compile(r"\bif\b(?P<cond>.+?)(?:,|\bit (?:should|must)\b|\bshould\b|\bmust\b)", re.I | re.S)
+_FILLER = frozenset("a an the about of or and any some that this with from in on to for is are be it its which when "
+                    "step receives receive received input inputs".split())
+
+
+def _stems(text: str) -> frozenset[str]:
+    return frozenset(w[:-1] if len(w) > 3 and w.endswith("s") else w for w in _words(text) if w not in _FILLER)
+
+
+def generic_condition(rule: str, instruction: str) -> bool:
+    """Whether the rule's condition holds for every input of the step: all its words come from the
+    instruction's first line, which says what the step receives ("If the step receives a question
+    about a long conversation, …" for a step that answers questions about a long conversation).
+    Such a rule is an unconditional instruction in disguise, usually a restatement of the prompt;
+    a condition that picks out a kind of input ("a question about dates") is not generic."""
+    match = _CONDITION.search(rule)
+    first = next((ln for ln in instruction.splitlines() if ln.strip()), "")
+    if match is None or not first:
+        return False
+    condition = _stems(match.group("cond"))
+    return bool(condition) and condition <= _stems(first)
+
+
 def _render_record(record: Mapping[str, Any], max_chars: int = 1500) -> str:
     parts = []
     for key in ("Inputs", "Generated Outputs", "Feedback"):
@@ -102,6 +127,9 @@ def propose_rules(lm: LMClient, component: str, instruction: str, known: Sequenc
                 out.append(RuleProposal(component, rule, False, "too long", reply.text[:400]))
             elif is_restated(rule, seen):
                 out.append(RuleProposal(component, rule, False, "restates an existing rule", reply.text[:400]))
+            elif generic_condition(rule, instruction):
+                out.append(RuleProposal(component, rule, False, "its condition holds for every input of the step",
+                                        reply.text[:400]))
             else:
                 out.append(RuleProposal(component, rule, True, "new", reply.text[:400]))
                 seen.append(rule)

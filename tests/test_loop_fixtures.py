@@ -135,7 +135,7 @@ class ReflectionLM:
 
     ``style``: ``fenced``, ``json`` or ``label`` replies to a rewrite request; ``echo`` hands the
     instruction back unchanged (as small models do), which makes the proposer ask for rules, answered
-    with one bullet. A one-rule request (the delta proposer's) gets "If the step receives a question,
+    with one bullet. A one-rule request (the delta proposer's) gets "If the step receives a question naming a person,
     it should <magic> before answering."
     """
 
@@ -150,7 +150,7 @@ class ReflectionLM:
         prompt = messages[-1]["content"]
         if "Write ONE short general rule" in prompt:  # the delta proposer's rule request (optimizers.rules)
             self.components.append(re.search(r'A step "(.+?)"', prompt).group(1))  # type: ignore[union-attr]
-            text = f"If the step receives a question, it should {self.magic} before answering."
+            text = f"If the step receives a question naming a person, it should {self.magic} before answering."
             return LMResult(text=text, model=self.model_id, prompt_tokens=len(prompt.split()), completion_tokens=9)
         self.components.append(re.search(r'step, "(.+?)"', prompt).group(1))  # type: ignore[union-attr]
         current = re.search(r"instruction:\n```\n(.*?)\n```", prompt, re.S).group(1)  # type: ignore[union-attr]

@@ -60,7 +60,7 @@ def test_a_delta_whose_undo_lowers_validation_is_kept():
 
 def test_the_loop_prunes_a_passenger_rule_and_logs_it(tmp_path):
     convs = conversations()
-    reflection = ScriptedLM(rules=((r"(?s).*", "If the step receives a question, it should answer briefly."),))
+    reflection = ScriptedLM(rules=((r"(?s).*", "If the step receives a question naming a person, it should answer briefly."),))
     ctx = LoopContext(
         backend=backend(AbstainingTaskLM(convs)), data=LoopData(tuple(convs[:1]), tuple(convs[1:2]), tuple(convs[2:])),
         plan=LoopPlan(method="attributed", rounds=1, patience=0, max_metric_calls=80, minibatch_size=3,

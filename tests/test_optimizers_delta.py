@@ -18,7 +18,7 @@ from memtrace_opt.optimizers.demos import (
     Demo, mine_bootstrap_demos, mine_repair_demos, mine_unattributed_demos, select_demos,
 )
 from memtrace_opt.prompt_parts import EXAMPLES_HEADER, RULES_HEADER, split_prompt
-from memtrace_opt.optimizers.rules import extract_rule, is_restated, propose_rules, update_rules
+from memtrace_opt.optimizers.rules import extract_rule, generic_condition, is_restated, propose_rules, update_rules
 from memtrace_opt.systems.base import QA_PROMPT
 from tests.test_loop_fixtures import (
     PROMPTS, QA_MAGIC, SEED_QA, ReflectionLM, TaskLM, accounted, backend, conversations, qa_blamer,
@@ -134,6 +134,26 @@ def test_propose_rules_drops_a_rule_the_prompt_already_states():
     assert [p.kept for p in fresh] == [True]
     again = propose_rules(reflection, QA_PROMPT, SEED_QA, [fresh[0].rule], [record], samples=1)
     assert [p.kept for p in again] == [False] and again[0].reason == "restates an existing rule"
+
+
+def test_a_rule_whose_condition_holds_for_every_input_is_dropped():
+    """The 1.5B reflection model's favourite rule conditions on what the step always receives."""
+    instruction = "You answer questions about a long conversation between two people.\n- Answer briefly."
+    generic = "If the step receives a question about a long conversation, it should use the most recent memory."
+    assert generic_condition(generic, instruction)
+    assert not generic_condition("If the step receives a question about dates, it should answer with a date.",
+                                 instruction)
+    assert not generic_condition("If two memories conflict, it should trust the most recent one.", instruction)
+    assert not generic_condition("Always answer briefly.", instruction)  # no condition: not this filter's call
+
+    class Generic(ReflectionLM):
+        def chat(self, messages, **kw):
+            from memtrace_opt.lm.base import LMResult
+            return LMResult(text=generic, model=self.model_id)
+
+    record = {"Inputs": {"question": "q"}, "Generated Outputs": "x", "Feedback": "wrong"}
+    [dropped] = propose_rules(accounted(Generic(), "reflection"), QA_PROMPT, instruction, [], [record], samples=1)
+    assert not dropped.kept and dropped.reason == "its condition holds for every input of the step"
 
 
 def test_delta_proposer_alternates_demo_sets_and_rules_and_renders_them_visibly():
@@ -265,7 +285,8 @@ def test_accepting_ties_sends_a_tied_candidate_on_to_validation(tmp_path):
         def chat(self, messages, **kw):
             self.components.append("question_answering")
             from memtrace_opt.lm.base import LMResult
-            return LMResult(text="If the step receives a question, it should answer it.", model=self.model_id)
+            return LMResult(text="If the step receives a question naming a person, it should answer it.",
+                            model=self.model_id)
 
     strict = run_loop(make_ctx(tmp_path / "strict", "attributed", reflection=NoOp(), rounds=1, max_demos=1,
                                demo_tokens=1))

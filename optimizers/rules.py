@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from memtrace_opt.attribution.text import content_tokens
 from memtrace_opt.lm.base import LMClient
 
 __all__ = ["RULE_TEMPLATE", "RuleProposal", "extract_rule", "generic_condition", "is_restated", "propose_rules",
@@ -75,12 +76,8 @@ def is_restated(rule: str, known: Sequence[str], threshold: float = 0.6) -> bool
 
 
 _CONDITION = re.compile(r"\bif\b(?P<cond>.+?)(?:,|\bit (?:should|must)\b|\bshould\b|\bmust\b)", re.I | re.S)
-_FILLER = frozenset("a an the about of or and any some that this with from in on to for is are be it its which when "
-                    "step receives receive received input inputs".split())
-
-
-def _stems(text: str) -> frozenset[str]:
-    return frozenset(w[:-1] if len(w) > 3 and w.endswith("s") else w for w in _words(text) if w not in _FILLER)
+#: Words every rule condition may use without picking out a kind of input.
+_FILLER = ("step receives receive received input inputs",)
 
 
 def generic_condition(rule: str, instruction: str) -> bool:
@@ -93,8 +90,8 @@ def generic_condition(rule: str, instruction: str) -> bool:
     first = next((ln for ln in instruction.splitlines() if ln.strip()), "")
     if match is None or not first:
         return False
-    condition = _stems(match.group("cond"))
-    return bool(condition) and condition <= _stems(first)
+    condition = content_tokens(match.group("cond"), drop=_FILLER)
+    return bool(condition) and condition <= content_tokens(first, drop=_FILLER)
 
 
 def _render_record(record: Mapping[str, Any], max_chars: int = 1500) -> str:

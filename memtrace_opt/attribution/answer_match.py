@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import re
 
-from memtrace_opt.data.dates import find_dates
 from memtrace_opt.attribution.text import content_tokens
+from memtrace_opt.data.dates import find_dates
 from memtrace_opt.eval.judge import dates_agree
 
 __all__ = ["carries_gold", "names_part_of_gold"]

@@ -149,8 +149,7 @@ def _why(f: FailedQuestion, b: BlameSignal | None) -> str:
     elif b.counterfactual_rescued is False:
         cf = "<span class='cf no'>✗ counterfactual: correcting this op alone did not rescue the answer</span>"
     elif b.cost.replays:  # replayed (the arbiter), but the blame names no single-op fix whose rescue could be tested
-        cf = (f"<span class='cf na'>counterfactual: {b.cost.replays} replay(s), no single-op fix to test"
-              f"</span>")
+        cf = f"<span class='cf na'>counterfactual: {b.cost.replays} replay(s), no single-op fix to test</span>"
     else:
         cf = "<span class='cf na'>counterfactual not checked</span>"
     help_ = ERROR_HELP.get(b.error_type, "")

@@ -134,7 +134,13 @@ def index_cell(ctx: OpContext, inputs: dict[str, Any], params: dict[str, Any]) -
 
 
 # -- question time ----------------------------------------------------------------------------------
-@operation("evermemos.hybrid_retrieval", category=RETRIEVAL)
+#: What a search keeps of the store it reads (``OpSpec.selects``): the cells its candidates name. The
+#: index holds no cell record (a size and a digest), so a minibatch's cone never follows it: the
+#: search ranks every cell, but only the cells it returned reach an answer.
+SEARCHED_STORE: dict[str, str] = {"cells": "cell", "index": "cell"}
+
+
+@operation("evermemos.hybrid_retrieval", category=RETRIEVAL, selects=SEARCHED_STORE)
 def hybrid_retrieval(ctx: OpContext, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """Round 1 candidates: the question against BM25 and dense indexes, fused with RRF."""
     cells = inputs.get("cells") or []
@@ -172,7 +178,8 @@ def query_rewrite(ctx: OpContext, inputs: dict[str, Any], params: dict[str, Any]
     return {"queries": queries}
 
 
-@operation("evermemos.multi_query_retrieval", category=RETRIEVAL)
+@operation("evermemos.multi_query_retrieval", category=RETRIEVAL,
+           selects={**SEARCHED_STORE, "candidates": "cell"})
 def multi_query_retrieval(ctx: OpContext, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """Round 2 candidates: each rewritten query's hybrid results, RRF-fused with the round-1 list."""
     cells = inputs.get("cells") or []
@@ -185,7 +192,7 @@ def multi_query_retrieval(ctx: OpContext, inputs: dict[str, Any], params: dict[s
     return {"candidates": _records(fused, cells)}
 
 
-@operation("evermemos.final_rerank", category=RETRIEVAL)
+@operation("evermemos.final_rerank", category=RETRIEVAL, selects={"candidates": "cell"})
 def final_rerank(ctx: OpContext, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """Keep the ``top_k`` best-scored candidates (one per cell), shown in chronological (cell) order.
 

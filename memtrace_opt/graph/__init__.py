@@ -27,7 +27,8 @@ from memtrace_opt.graph.queries import (
     question_slice,
     unit_lifetime,
 )
-from memtrace_opt.graph.replay import ReplayResult, changed_answers, replay, upstream_cone
+from memtrace_opt.graph.cone import upstream_cone
+from memtrace_opt.graph.replay import ReplayResult, changed_answers, replay
 from memtrace_opt.graph.smartcomment import import_smartcomment
 from memtrace_opt.graph.tracer import End, Memo, New, Next, Overrides, TraceStats, Tracer
 from memtrace_opt.graph.validate import problems, validate

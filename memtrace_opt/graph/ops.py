@@ -76,6 +76,11 @@ class OpSpec:
     ``memoize`` says the op is a pure function of (prompt text, params, input values), so replay may
     reuse a recorded output instead of calling it again; ops with side effects on external state
     (a vector store insert) set it to False and always re-run, which is cheap.
+
+    ``selects`` maps an input role to the record field that names an item (``{"cells": "cell"}``):
+    the op's output records are a selection of that role's records (a search, a rerank). The op
+    reads the whole store to rank it, but only the items it kept carry content onward, so the
+    upstream cone of a minibatch (:mod:`memtrace_opt.graph.cone`) follows only those.
     """
 
     name: str
@@ -83,12 +88,14 @@ class OpSpec:
     fn: OpFn
     prompt: str | None = None
     memoize: bool = True
+    selects: Mapping[str, str] = field(default_factory=dict)
 
 
 REGISTRY: dict[str, OpSpec] = {}
 
 
-def operation(name: str, *, category: str, prompt: str | None = None, memoize: bool = True) -> Callable[[OpFn], OpFn]:
+def operation(name: str, *, category: str, prompt: str | None = None, memoize: bool = True,
+              selects: Mapping[str, str] | None = None) -> Callable[[OpFn], OpFn]:
     """Register ``fn`` as the implementation of operation ``name``.
 
     >>> @operation("doc.upper", category="intermediate")
@@ -102,7 +109,8 @@ def operation(name: str, *, category: str, prompt: str | None = None, memoize: b
         existing = REGISTRY.get(name)
         if existing is not None and existing.fn.__qualname__ != fn.__qualname__:
             raise GraphError(f"operation {name!r} registered twice ({existing.fn.__qualname__}, {fn.__qualname__})")
-        REGISTRY[name] = OpSpec(name=name, category=category, fn=fn, prompt=prompt, memoize=memoize)
+        REGISTRY[name] = OpSpec(name=name, category=category, fn=fn, prompt=prompt, memoize=memoize,
+                                selects=dict(selects or {}))
         return fn
 
     return register

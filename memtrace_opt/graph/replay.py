@@ -7,8 +7,9 @@ downstream of a change re-executes, and control flow may differ (a changed extra
 memory unit). Without overrides the replayed graph equals the recorded one and costs zero LM calls.
 
 A *scoped* replay (``scope``: the questions being scored) re-executes only the ops in the upstream
-cone of those questions' recorded answers: an op outside it keeps its recorded output even when its
-prompt changed, because in the recorded run nothing it made reached those answers. That is what
+cone of those questions' recorded answers (:mod:`memtrace_opt.graph.cone`: through a search, only the
+items it kept): an op outside it keeps its recorded output even when its prompt changed, because in
+the recorded run nothing it made reached those answers. That is what
 scoring an ingestion-prompt candidate on a 3-question minibatch should cost. It is an
 approximation — a changed op outside the cone could, once changed, have reached the cone — so a
 scoped graph is marked (``meta["scoped_to"]``) and is never a replay base or a validation score.
@@ -21,7 +22,7 @@ from typing import Any, Callable, Collection, Mapping
 
 from memtrace_opt.errors import GraphError
 from memtrace_opt.graph.model import ANSWER, MemoryGraph
-from memtrace_opt.graph.queries import ancestors
+from memtrace_opt.graph.cone import upstream_cone
 from memtrace_opt.graph.tracer import Memo, Overrides, TraceStats, Tracer
 from memtrace_opt.lm.base import LMClient
 
@@ -76,18 +77,6 @@ def replay(
                     overrides=overrides)
     rerun(tracer)
     return ReplayResult(tracer.graph, changed_answers(graph, tracer.graph), tracer.stats)
-
-
-def upstream_cone(graph: MemoryGraph, qa_ids: Collection[str]) -> set[str]:
-    """The ops the recorded answers of ``qa_ids`` depend on, the answer ops included."""
-    cone: set[str] = set()
-    for qa_id in qa_ids:
-        name = f"answer:{qa_id}"
-        if name not in graph.latest:
-            raise GraphError(f"replay scope: question {qa_id!r} has no recorded answer in this graph")
-        var_id = graph.latest_id(name)
-        cone |= ancestors(graph, var_id, kind="operation")
-    return cone
 
 
 def changed_answers(old: MemoryGraph, new: MemoryGraph) -> dict[str, tuple[Any, Any]]:

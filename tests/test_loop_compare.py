@@ -103,6 +103,7 @@ def test_optimize_and_compare_cli(tmp_path, capsys):
     assert "baseline validation accuracy" in captured.err and "round 1/" in captured.err
     assert "method attributed (demos/rules/lines deltas) · budget 80 rollouts over 2 round(s) · seed 0" in captured.err
     assert "held-out failures attributed:" in out
+    assert "kept nothing" not in out  # the attributed run changed the prompt; `none` runs no round
     blame = json.loads((tmp_path / "runs" / "none" / "blame.json").read_text())
     assert blame["signals"] and all(s["error_type"] for s in blame["signals"])
     run = tmp_path / "runs" / "cli-attributed"
@@ -192,3 +193,17 @@ def test_prompts_from_retests_a_finished_runs_prompts_against_the_seed(tmp_path,
     assert "--method none" in capsys.readouterr().err
     assert main(["optimize", str(config), "--method", "none", "--prompts-from", str(tmp_path),
                  "--out", str(tmp_path / "y")], injected=inj) == 2  # no prompts/ there
+
+
+def test_a_run_that_kept_nothing_says_what_it_tried():
+    from types import SimpleNamespace
+
+    from memtrace_opt.commands.optimize import kept_nothing_line
+
+    rounds = [SimpleNamespace(optimizer={"candidates": 4}, val_score=1 / 6),
+              SimpleNamespace(optimizer={"candidates": 2}, val_score=0.0)]
+    line = kept_nothing_line(SimpleNamespace(rounds=rounds, baseline_val=1 / 6))
+    assert line.startswith("kept nothing: 4 candidate prompt(s) tried over 2 round(s); the best round scored 16.7% "
+                           "on validation, the seed 16.7%")
+    mipro = kept_nothing_line(SimpleNamespace(rounds=[SimpleNamespace(optimizer={}, val_score=0.5)], baseline_val=0.5))
+    assert mipro.startswith("kept nothing: 1 round(s); the best round scored 50.0%")

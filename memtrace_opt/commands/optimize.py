@@ -86,6 +86,8 @@ def register(app: typer.Typer) -> None:
                       rounds_table(state))
         if final.get("n"):
             report.note(_effect_line(run_dir))
+        if final.get("n") and state.rounds and not final.get("changed_components"):
+            report.note(kept_nothing_line(state))
         spend = state.spend
         report.note(f"spent: {spend.get('rollouts', 0)} rollouts, {spend.get('llm_calls', 0)} LM calls "
                     f"({spend.get('cached_calls', 0)} cached), {spend.get('wall_s', 0):.0f} s")
@@ -110,6 +112,21 @@ def _effect_line(run_dir: Path) -> str:
     low, high = row.gain_ci
     return (f"effect: {100 * row.gain:+.1f} points, paired bootstrap 95% CI [{100 * low:+.1f}, {100 * high:+.1f}], "
             f"p = {row.p_value:.3f} · {fixed} questions fixed, {broke} broken")
+
+
+def kept_nothing_line(state: Any) -> str:
+    """Why an optimized run changed nothing: how many candidates the loop tried and how the best one scored.
+
+    "changed: nothing" alone reads like a loop that did no work; the candidate count and the
+    validation scores say it searched and that selection, not idleness, kept the seed.
+    """
+    counted = [r for r in state.rounds if "candidates" in r.optimizer]  # GEPA counts its candidates, seed included
+    tried = (f"{sum(max(0, int(r.optimizer['candidates']) - 1) for r in counted)} candidate prompt(s) tried over "
+             if counted else "")
+    best = max(r.val_score for r in state.rounds)
+    return (f"kept nothing: {tried}{len(state.rounds)} round(s); the best round scored {100 * best:.1f}% on "
+            f"validation, the seed {100 * (state.baseline_val or 0):.1f}% (a round is kept only when it beats the "
+            f"best so far there)")
 
 
 def _attribute_heldout(run_dir: Path, report: Any, injected: Any) -> None:

@@ -62,7 +62,7 @@ def _add(ctx: OpContext, inputs: dict[str, Any], params: dict[str, Any]) -> dict
     return {"entry": dict(doc)}
 
 
-@operation("rag.retrieve", category=RETRIEVAL)
+@operation("rag.retrieve", category=RETRIEVAL, selects={"index": "unit"})  # only kept documents reach an answer
 def _retrieve(ctx: OpContext, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """The ``top_k`` index entries most similar to the question, best first, with their scores."""
     entries = {e["unit"]: e for e in inputs.get("index") or []}

@@ -153,3 +153,16 @@ def test_a_fault_at_the_index_write_is_blamed_on_that_write_not_on_retrieval():
     [case] = [c for c in collect_failures(dropped) if c.qa_id.endswith("q0")]
     blame = TracingAttributor(embed=None).attribute(dropped, case)
     assert (blame.error_type, blame.op_id) == ("RetrievalError", retrieve.id)
+
+
+def test_the_cone_of_a_question_holds_only_the_documents_retrieval_kept():
+    from memtrace_opt.graph import upstream_cone
+
+    r, conv, _, _ = run(settings={"chunk_tokens": 12, "top_k": 1})
+    g = r.graph
+    qa = conv.qa[0]
+    kept = {rec["unit"] for rec in g.value(f"retrieved:{qa.id}@1")}
+    finalized = {o.id: g.value(o.outputs["doc"])["unit"] for o in g.ops.values() if o.name == "rag.finalize_memory_unit"}
+    cone = upstream_cone(g, [qa.id])
+    assert len(finalized) == 4 and len(kept) == 1
+    assert {unit for op, unit in finalized.items() if op in cone} == kept

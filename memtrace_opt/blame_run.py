@@ -10,7 +10,7 @@ writes ``RUN_DIR/blame.json`` (``{"signals": [BlameSignal dicts], "aggregate": {
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
@@ -138,9 +138,23 @@ def attribute_run(run_dir: str | Path, *, method: str = "tracing", counterfactua
         print(f"memtrace-opt: error: counterfactual verification of {case_id} failed: {why}", file=sys.stderr)
     payload = stamp(BLAME, {"method": base.name, "counterfactual": counterfactual and method == "tracing",
                             "evidence": evidence, "notes": notes, "verification_failed": len(failures),
-                            "signals": [s.to_dict() for s in signals], "aggregate": aggregate(signals, by_case)})
+                            "signals": [s.to_dict() for s in signals],
+                            "aggregate": aggregate(signals, by_case, op_settings=_op_settings(graphs))})
     rd.write_json(root / "blame.json", payload)
     return payload
+
+
+def _op_settings(graphs: Sequence[Any]) -> Mapping[str, tuple[str, ...]]:
+    """The run's system's ``op_settings`` (empty for a run of an unknown system or with no graph)."""
+    from memtrace_opt.systems.registry import get_system
+
+    names = {str(g.meta.get("system")) for g in graphs if g.meta.get("system")}
+    if len(names) != 1:
+        return {}
+    try:
+        return get_system(names.pop()).op_settings
+    except ConfigError:
+        return {}  # a third-party system not importable here: blame still works, without setting hints
 
 
 def _rerun(graph: Any, conv: Any, resources: Mapping[str, Any], notes: list[str]) -> Any:

@@ -69,7 +69,9 @@ class MemorySystem(ABC):
     inputs ``question`` and ``context``) and names it in ``answer_op``, its text in ``default_prompts``;
     :meth:`prompts` then lists only that. ``answer_prompt`` changes the shared op's default text
     without a new op. ``attribution_prior`` says where the system tends to lose information (see
-    :mod:`memtrace_opt.attribution.priors`).
+    :mod:`memtrace_opt.attribution.priors`). ``op_settings`` names, for each op no prompt controls,
+    the settings that govern it: blame on such an op is beyond any prompt optimizer, and the
+    setting is what a user (or the loop's ``tuning`` stage) can change instead.
     """
 
     name: ClassVar[str]
@@ -78,6 +80,7 @@ class MemorySystem(ABC):
     answer_op: ClassVar[str] = "qa.answer"
     answer_prompt: ClassVar[str | None] = None
     attribution_prior: ClassVar[Any] = None
+    op_settings: ClassVar[Mapping[str, tuple[str, ...]]] = {}
 
     def __init__(self, tracer: Tracer, settings: Mapping[str, Any] | SystemSettings | None = None) -> None:
         self.tracer = tracer

@@ -132,6 +132,12 @@ class EverMemOS(MemorySystem):
     name = "evermemos"
     default_prompts = P.DEFAULT_PROMPTS
     settings_model = EverMemOSSettings
+    op_settings = {
+        "evermemos.hybrid_retrieval": ("round1_k", "search_depth", "rrf_k"),
+        "evermemos.multi_query_retrieval": ("round1_k", "search_depth", "max_queries"),
+        "evermemos.final_rerank": ("top_k",),
+        "evermemos.finalize_memory_unit": ("max_segment_turns", "boundary_check_every"),
+    }
     settings: EverMemOSSettings
 
     def __init__(self, tracer: Any, settings: Any = None) -> None:

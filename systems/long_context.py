@@ -80,6 +80,7 @@ class LongContextSystem(MemorySystem):
     name = "long_context"
     default_prompts: Mapping[str, str] = {}
     settings_model = LongContextSettings
+    op_settings = {"long_context.trim": ("context_tokens",)}
     settings: LongContextSettings
 
     def __init__(self, tracer: Any, settings: Any = None) -> None:

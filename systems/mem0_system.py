@@ -175,6 +175,7 @@ class Mem0System(MemorySystem):
     name = "mem0"
     default_prompts: Mapping[str, str] = LazyPrompts()
     settings_model = Mem0Settings
+    op_settings = {"mem0.search": ("top_k",)}
 
     def __init__(self, tracer: Tracer, settings: Mapping[str, Any] | SystemSettings | None = None) -> None:
         super().__init__(tracer, settings)

@@ -77,6 +77,7 @@ class RagSystem(MemorySystem):
     name = "rag"
     default_prompts: Mapping[str, str] = {}
     settings_model = RagSettings
+    op_settings = {"rag.retrieve": ("top_k",), "rag.finalize_memory_unit": ("chunk_tokens",)}
     settings: RagSettings
 
     def __init__(self, tracer: Any, settings: Any = None) -> None:

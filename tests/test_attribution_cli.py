@@ -75,10 +75,15 @@ def test_attribute_writes_blame_json_for_every_failed_question(rag_run, capsys):
     agg = payload["aggregate"]
     assert agg["total"] == len(signals)
     assert agg["unoptimizable"]["count"] == len(retrieval)
+    # blame no prompt can fix names its op and the setting that governs it
+    assert agg["unoptimizable"]["ops"] == {"rag.retrieve": len(retrieval)}
+    assert agg["unoptimizable"]["settings"] == {"rag.retrieve": ["top_k"]}
     assert sum(g["count"] for g in agg["components"].values()) + agg["unoptimizable"]["count"] == len(signals)
     captured = capsys.readouterr()
     assert "blame (tracing, counterfactual)" in captured.out and "question_answering" in captured.out
     assert "failed question(s), verifying by replay" in captured.err  # a progress line per conversation
+    assert (f"{len(retrieval)} failure(s) on steps no prompt controls: rag.retrieve {len(retrieval)} (setting top_k)"
+            in captured.out)
 
 
 def test_attribute_quiet_prints_no_progress(rag_run, capsys):

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from memtrace_opt.attribution.aggregate import unoptimizable_line
 from memtrace_opt.blame_run import METHODS, attribute_run, blame_counts
 from memtrace_opt.errors import ConfigError
 
@@ -68,6 +69,9 @@ def register(app: typer.Typer) -> None:
         payload = attribute_run(run_dir, method=method, counterfactual=counterfactual, evidence=evidence,
                                 llm_content=llm_content, progress=report.progress, injected=ctx.obj)
         report.result(payload, summary_table(payload))
+        beyond_prompts = unoptimizable_line(payload["aggregate"])
+        if beyond_prompts:
+            report.note(beyond_prompts)
         for note in payload["notes"]:
             report.note(f"note: {note}")
         report.summary(f"attributed {len(payload['signals'])} failed question(s): {blame_counts(payload)} · "

@@ -131,8 +131,12 @@ def kept_nothing_line(state: Any) -> str:
 
 def _attribute_heldout(run_dir: Path, report: Any, injected: Any) -> None:
     """Blame every held-out failure of the final prompts, so the run's report says why each one failed."""
+    from memtrace_opt.attribution.aggregate import unoptimizable_line
     from memtrace_opt.blame_run import attribute_run, blame_counts
 
     # counterfactual and evidence as the run config's attribution section says
     payload = attribute_run(run_dir, progress=report.progress, injected=injected)
     report.note(f"held-out failures attributed: {blame_counts(payload)} (blame.json)")
+    beyond_prompts = unoptimizable_line(payload["aggregate"])
+    if beyond_prompts:
+        report.note(beyond_prompts)

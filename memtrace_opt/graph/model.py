@@ -61,6 +61,13 @@ def split_var_id(vid: str) -> tuple[str, int]:
     return name, int(ver)
 
 
+def op_name(op_id: str | None) -> str:
+    """``answer:conv/q1/qa.answer#0`` → ``qa.answer`` (sessions and qa ids may hold '/'; op names do not)."""
+    if not op_id:
+        return "(no operation)"
+    return op_id.rsplit("/", 1)[-1].rsplit("#", 1)[0]
+
+
 @dataclass(frozen=True, slots=True)
 class Variable:
     """One version of a named value. ``value is None`` with ``deleted`` marks a tombstone."""

@@ -6,6 +6,7 @@ from collections import Counter
 from typing import Any, Iterable
 
 from memtrace_opt.attribution.blame import BlameSignal
+from memtrace_opt.graph.model import op_name
 from memtrace_opt.report.charts import line_chart, stacked_bars
 from memtrace_opt.report.collect import RunData
 from memtrace_opt.report.diff import diff_html, diff_stats
@@ -14,13 +15,6 @@ from memtrace_opt.report.fmt import pct
 from memtrace_opt.report.theme import ERROR_HELP, error_color, error_order
 
 __all__ = ["errors_section", "error_legend", "notes_section", "optimization_section", "op_name"]
-
-
-def op_name(op_id: str | None) -> str:
-    """``answer:conv/q1/qa.answer#0`` → ``qa.answer`` (sessions and qa ids may hold '/'; op names do not)."""
-    if not op_id:
-        return "(no operation)"
-    return op_id.rsplit("/", 1)[-1].rsplit("#", 1)[0]
 
 
 def error_legend(types: Iterable[str]) -> str:

@@ -1,0 +1,45 @@
+"""experiments/scripts/pair_evals.py: two eval runs of the same questions under different settings, paired."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "scripts" / "pair_evals.py"
+
+
+def eval_run(path: Path, scores: list[int], conv: str = "c1") -> Path:
+    path.mkdir()
+    rows = [{"qa_id": f"{conv}/q{i}", "judge_score": s} for i, s in enumerate(scores)]
+    (path / "results.json").write_text(json.dumps({"results": rows}), encoding="utf-8")
+    return path
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, check=False)
+
+
+def test_the_gain_of_b_over_a_is_paired_and_split_by_blamed_operation(tmp_path):
+    a = eval_run(tmp_path / "a", [0, 0, 0, 0, 1, 1, 1, 1, 1, 1])
+    b = eval_run(tmp_path / "b", [1, 1, 1, 0, 1, 1, 1, 1, 1, 0])
+    blame = tmp_path / "blame.json"
+    blame.write_text(json.dumps({"signals": [
+        {"case_id": "c1/q0", "op_id": "s20/long_context.trim#3"}, {"case_id": "c1/q1", "op_id": "s21/long_context.trim#0"},
+        {"case_id": "c1/q2", "op_id": "answer:c1/q2/qa.answer#0"}, {"case_id": "c1/q3", "op_id": "answer:c1/q3/qa.answer#0"},
+    ]}), encoding="utf-8")
+    out = run(str(a), str(b), "--blame", str(blame), "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["n"] == 10 and (result["fixed"], result["broken"]) == (3, 1)
+    assert abs(result["gain"] - 0.2) < 1e-9 and result["gain_ci"][0] <= 0.2 <= result["gain_ci"][1]
+    assert result["a_failures_by_blamed_op"] == {"long_context.trim": {"failures": 2, "right_in_b": 2},
+                                                 "qa.answer": {"failures": 2, "right_in_b": 1}}
+
+
+def test_runs_of_different_questions_are_refused_in_one_line(tmp_path):
+    a = eval_run(tmp_path / "a", [0, 1])
+    b = eval_run(tmp_path / "b", [0, 1], conv="c2")
+    out = run(str(a), str(b))
+    assert out.returncode == 2 and "different questions" in out.stderr and len(out.stderr.strip().splitlines()) == 1

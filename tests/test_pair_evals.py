@@ -12,7 +12,8 @@ SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "scripts" / "pair
 
 def eval_run(path: Path, scores: list[int], conv: str = "c1") -> Path:
     path.mkdir()
-    rows = [{"qa_id": f"{conv}/q{i}", "judge_score": s} for i, s in enumerate(scores)]
+    rows = [{"qa_id": f"{conv}/q{i}", "category": "single-hop", "question": "secret text", "judge_score": s}
+            for i, s in enumerate(scores)]
     (path / "results.json").write_text(json.dumps({"results": rows}), encoding="utf-8")
     return path
 
@@ -36,6 +37,18 @@ def test_the_gain_of_b_over_a_is_paired_and_split_by_blamed_operation(tmp_path):
     assert abs(result["gain"] - 0.2) < 1e-9 and result["gain_ci"][0] <= 0.2 <= result["gain_ci"][1]
     assert result["a_failures_by_blamed_op"] == {"long_context.trim": {"failures": 2, "right_in_b": 2},
                                                  "qa.answer": {"failures": 2, "right_in_b": 1}}
+    assert "cases" not in result
+    with_cases = json.loads(run(str(a), str(b), "--json", "--cases").stdout)
+    assert with_cases["cases"][0] == {"qa_id": "c1/q0", "category": "single-hop", "score_a": 0.0, "score_b": 1.0}
+    assert "secret text" not in json.dumps(with_cases)  # ids and numbers only
+    blame_b = tmp_path / "blame_b.json"
+    blame_b.write_text(json.dumps({"signals": [{"case_id": "c1/q3", "op_id": "answer:c1/q3/qa.answer#0"},
+                                               {"case_id": "c1/q9", "op_id": "s25/long_context.trim#0"}]}))
+    moved = json.loads(run(str(a), str(b), "--blame", str(blame), "--blame-b", str(blame_b), "--json").stdout)
+    assert moved["a_failures_by_blamed_op"]["qa.answer"]["wrong_in_b_blamed_on"] == {"qa.answer": 1}
+    assert "wrong_in_b_blamed_on" not in moved["a_failures_by_blamed_op"]["long_context.trim"]  # both fixed in B
+    alone = run(str(a), str(b), "--blame-b", str(blame_b))
+    assert alone.returncode == 2 and "--blame-b needs --blame" in alone.stderr
 
 
 def test_runs_of_different_questions_are_refused_in_one_line(tmp_path):

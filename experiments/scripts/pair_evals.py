@@ -70,7 +70,8 @@ def pair(a: dict[str, float], b: dict[str, float], blame: dict[str, Any] | None 
             group["right_in_b"] += int(b[qid] > 0)
             if blame_b is not None and b[qid] == 0:
                 blamed_b = group.setdefault("wrong_in_b_blamed_on", {})
-                blamed_b[b_ops.get(qid, "(not attributed)")] = blamed_b.get(b_ops.get(qid, "(not attributed)"), 0) + 1
+                op_b = b_ops.get(qid, "(not attributed)")
+                blamed_b[op_b] = blamed_b.get(op_b, 0) + 1
         out["a_failures_by_blamed_op"] = dict(sorted(groups.items(), key=lambda kv: -kv[1]["failures"]))
     return out
 

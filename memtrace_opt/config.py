@@ -218,6 +218,10 @@ class OptimizerConfig(_Section):
     #: round's failures charged to it, later steps random subsets; optimizers/demo_coverage.py). Not the
     #: default: on training conversations it did not change accuracy (experiments/results/README.md).
     demo_selection: Literal["coverage", "random"] = "random"
+    #: After the final comparison, score up to this many candidates that validation rejected on the
+    #: held-out questions too, beside the seed (final.json ``audit``): a check on selection, never an
+    #: input to it (memtrace_opt/loop/audit.py). Costs one held-out pass per candidate; 0 turns it off.
+    audit_candidates: int = Field(0, ge=0)
 
 
 class TuningConfig(_Section):

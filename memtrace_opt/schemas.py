@@ -15,7 +15,8 @@ reader guessing among shapes.
   file adds ``method``, ``counterfactual``, ``evidence``, ``notes``, a round's ``failures``,
   ``components`` (what the round optimizes) and ``not_attributed``.
 - ``final.json``: ``memtrace-final/1``, the held-out ``cases`` (``qa_id``, ``seed_score``,
-  ``best_score``, ...) with accuracies, changed components and spend.
+  ``best_score``, ...) with accuracies, changed components and spend; optionally ``audit``, the
+  rejected candidates' held-out scores (:mod:`memtrace_opt.loop.audit`).
 - ``checkpoint.json``: ``memtrace-loop/1``, the loop's state (:class:`~memtrace_opt.loop.checkpoint.LoopState`).
 - ``rounds/round_<k>/scores.json``: ``memtrace-round-scores/1``, ``validation`` (and ``train``)
   ``{question id: score}``.
@@ -255,6 +256,9 @@ def _check_final(p: dict[str, Any]) -> None:
     _number(p, "best_accuracy", "best_accuracy", optional=True)
     _number_map(p, "spend", "spend", optional=True)
     _get(p, "changed_components", list, "changed_components", default=[])
+    for i, entry in enumerate(_objects(_get(p, "audit", list, "audit", default=[]), "audit")):
+        _number(entry, "accuracy", f"audit[{i}].accuracy")
+        _number(entry, "gain", f"audit[{i}].gain")
 
 
 def _final_0_to_1(old: Any) -> Any:

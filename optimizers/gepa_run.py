@@ -32,12 +32,15 @@ class GepaOutcome:
     metric_calls: int
     val_scores: dict[str, float] = field(default_factory=dict)
     proposals: list[dict[str, Any]] = field(default_factory=list)
+    #: Every candidate the validation set scored, seed excluded, in the order GEPA found them:
+    #: ``{"candidate": {component: text}, "val_score": accuracy}`` (what a held-out audit of selection reads).
+    validated: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "best_candidate": self.best_candidate, "best_score": self.best_score, "seed_score": self.seed_score,
             "candidates": self.candidates, "metric_calls": self.metric_calls, "val_scores": self.val_scores,
-            "proposals": self.proposals,
+            "proposals": self.proposals, "validated": self.validated,
         }
 
 
@@ -110,4 +113,6 @@ def run_gepa(
         metric_calls=int(result.total_metric_calls or 0),
         val_scores={val_ids[i].qa_id: float(s) for i, s in result.val_subscores[best].items()},
         proposals=[p.to_dict() for p in proposer.log[already:]],
+        validated=[{"candidate": dict(c), "val_score": float(result.val_aggregate_scores[i])}
+                   for i, c in enumerate(result.candidates) if i > 0],
     )

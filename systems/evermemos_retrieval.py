@@ -149,7 +149,11 @@ def hybrid_retrieval(ctx: OpContext, inputs: dict[str, Any], params: dict[str, A
     return {"candidates": _records(ranked, cells)}
 
 
-@operation("evermemos.sufficiency_check", category=RETRIEVAL, prompt=P.SUFFICIENCY)
+#: The agentic checks are shown only the top ``shown`` candidates: the cone follows only those.
+SHOWN_CANDIDATES: dict[str, tuple[str, str]] = {"candidates": ("cell", "shown")}
+
+
+@operation("evermemos.sufficiency_check", category=RETRIEVAL, prompt=P.SUFFICIENCY, reads_first=SHOWN_CANDIDATES)
 def sufficiency_check(ctx: OpContext, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """Agentic round 1: does the top of the candidate list suffice to answer? Unparsable → assume yes."""
     shown = inputs["candidates"][: params["shown"]]
@@ -163,7 +167,7 @@ def sufficiency_check(ctx: OpContext, inputs: dict[str, Any], params: dict[str, 
     return {"verdict": verdict}
 
 
-@operation("evermemos.query_rewrite", category=RETRIEVAL, prompt=P.REWRITE)
+@operation("evermemos.query_rewrite", category=RETRIEVAL, prompt=P.REWRITE, reads_first=SHOWN_CANDIDATES)
 def query_rewrite(ctx: OpContext, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """Agentic round 2: 2-3 follow-up queries aimed at the missing information. Unparsable → the question."""
     shown = inputs["candidates"][: params["shown"]]

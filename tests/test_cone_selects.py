@@ -86,6 +86,47 @@ def test_an_op_that_declares_no_selection_is_followed_through_every_input():
     assert {"x1", "x2", "x3", "ix1", "ix2", "ix3"} <= cone
 
 
+@operation("conetest.check", category="retrieval", reads_first={"candidates": ("id", "shown")})
+def _check(ctx, inputs, params):  # pragma: no cover
+    return {}
+
+
+def _checked_graph(shown) -> MemoryGraph:
+    """A search keeping u1..u3 in rank order u1, u2, u3; a check shown the top ``shown`` of them
+    (None: no count recorded); a rerank keeping u3; the answer reads the check's verdict and the rerank."""
+    g = MemoryGraph()
+    clock = iter(range(1, 1000))
+
+    def var(name, value, category="intermediate"):
+        g.add_variable(Variable(name, 1, category, value, next(clock)))
+        return f"{name}@1"
+
+    def op(op_id, name, inputs, role, out_name, value, params=None):
+        out = var(out_name, value)
+        g.add_operation(Operation(op_id, name, "retrieval", {k: tuple(v) for k, v in inputs.items()}, {role: out},
+                                  next(clock), params=params or {}))
+        return out
+
+    units = [op(f"x{i}", "conetest.extract", {"message": [var(f"message:{i}", f"turn {i}", "message")]}, "unit",
+                f"unit:{i}", {"id": f"u{i}", "text": f"fact {i}"}) for i in (1, 2, 3)]
+    question = var("question:q", "what?", "question")
+    ranked = [{"id": f"u{i}", "text": f"fact {i}"} for i in (1, 2, 3)]
+    cands = op("s", "conetest.search", {"query": [question], "units": units}, "candidates", "candidates:q", ranked)
+    verdict = op("c", "conetest.check", {"query": [question], "candidates": [cands]}, "verdict", "verdict:q",
+                 {"sufficient": False}, params={} if shown is None else {"shown": shown})
+    context = op("r", "conetest.rerank", {"candidates": [cands]}, "context", "retrieved:q", [ranked[2]])
+    op("a", "conetest.answer", {"context": [context], "verdict": [verdict]}, "answer", "answer:q", "fact")
+    return g
+
+
+def test_an_op_that_reads_the_top_of_a_list_is_followed_only_into_what_it_read():
+    cone = upstream_cone(_checked_graph(1), ["q"])
+    assert {"x1", "x3", "c", "r", "s"} <= cone  # u1: shown to the check; u3: kept by the rerank
+    assert "x2" not in cone  # ranked second: neither shown to the check nor kept
+    assert {"x1", "x2", "x3"} <= upstream_cone(_checked_graph(2), ["q"])
+    assert {"x1", "x2", "x3"} <= upstream_cone(_checked_graph(None), ["q"])  # no count recorded: all of it
+
+
 # -- EverMemOS, scripted ------------------------------------------------------------------------------
 SETTINGS = {"boundary_check_every": 2, "agentic": False, "top_k": 1}
 EXTRACTION = "memory record of a conversation segment"
@@ -124,3 +165,18 @@ def test_a_scoped_replay_of_a_changed_extraction_prompt_reextracts_only_the_cone
     for q in qas:  # the scripted extraction ignores the added line, so both replays answer alike
         name = f"answer:{q.id}"
         assert scoped.graph.value(scoped.graph.latest_id(name)) == full.graph.value(full.graph.latest_id(name))
+
+
+def test_an_agentic_evermemos_cone_holds_the_kept_cells_and_the_top_ones_the_checks_read():
+    conv = load_dataset("mini").conversations[0]
+    settings = {"boundary_check_every": 2, "agentic": True, "top_k": 1, "check_k": 1}
+    graph = run_conversation("evermemos", conv, lms={"task": scripted_lm()}, judge="deterministic",
+                             settings=settings).graph
+    qa = next(q for q in conv.scored_qa() if "guitar" in q.question)  # the scripted check says "insufficient"
+    assert f"queries:{qa.id}" in graph.latest  # the rewrite ran: both checks are in the cone
+    extractions = {o.id for o in graph.ops.values() if o.name == "evermemos.extract_memory"}
+    kept = {r["cell"] for r in graph.value(graph.latest_id(f"retrieved:{qa.id}"))}
+    shown = {r["cell"] for r in graph.value(graph.latest_id(f"candidates:{qa.id}:r1"))[:1]}
+    cone = upstream_cone(graph, [qa.id])
+    assert {op for op in cone if op in extractions} == {graph.producer[f"{c}@1"] for c in kept | shown}
+    assert len(kept | shown) < len(extractions)

@@ -88,6 +88,10 @@ def register(app: typer.Typer) -> None:
             report.note(_effect_line(run_dir))
         if final.get("n") and state.rounds and not final.get("changed_components"):
             report.note(kept_nothing_line(state))
+        if final.get("audit"):
+            from memtrace_opt.loop.audit import audit_lines
+
+            report.note("\n".join(audit_lines(final["audit"], final.get("seed_accuracy", 0.0))))
         spend = state.spend
         report.note(f"spent: {spend.get('rollouts', 0)} rollouts, {spend.get('llm_calls', 0)} LM calls "
                     f"({spend.get('cached_calls', 0)} cached), {spend.get('wall_s', 0):.0f} s")

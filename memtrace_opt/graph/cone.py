@@ -8,12 +8,14 @@ declares ``selects`` (:class:`~memtrace_opt.graph.ops.OpSpec`: input role → th
 an item) is therefore walked item-wise: from its output, the cone follows only the input variables
 whose items the output kept — and, through a chain of selections (hybrid search → rerank), only the
 items kept at the end. Every other op, and any op no system has registered (a graph loaded without
-its system), is followed through all of its inputs, as a lineage walk would.
+its system), is followed through all of its inputs, as a lineage walk would. An op that declares
+``reads_first`` (role → item field and the param that says how many leading records it reads) is
+followed into that role only through the records it read.
 """
 
 from __future__ import annotations
 
-from typing import Any, Collection, Iterator, Mapping
+from typing import Any, Collection, Iterable, Iterator, Mapping
 
 from memtrace_opt.errors import GraphError
 from memtrace_opt.graph.model import MemoryGraph, Operation
@@ -61,7 +63,11 @@ def _followed_inputs(graph: MemoryGraph, op: Operation, out_id: str, need: Wante
     """The inputs of ``op`` the walk goes on to from its output ``out_id``, with the items each must supply."""
     spec = REGISTRY.get(op.name)
     selects = spec.selects if spec is not None else {}
+    reads_first = spec.reads_first if spec is not None else {}
     for role, ids in op.inputs.items():
+        if role in reads_first:
+            yield from _read_prefix(graph, op, ids, *reads_first[role])
+            continue
         field = selects.get(role)
         if field is None:
             yield from ((vid, None) for vid in ids)
@@ -73,3 +79,18 @@ def _followed_inputs(graph: MemoryGraph, op: Operation, out_id: str, need: Wante
             supplied = item_ids(graph.value(vid), field) & kept
             if supplied:
                 yield vid, (field, frozenset(supplied))
+
+
+def _read_prefix(graph: MemoryGraph, op: Operation, ids: Iterable[str], field: str,
+                 param: str) -> Iterator[tuple[str, Wanted]]:
+    """The inputs of a ``reads_first`` role, each wanted only for the leading records the op read
+    (all of them when the recorded params do not say how many)."""
+    count = op.params.get(param)
+    for vid in ids:
+        value = graph.value(vid)
+        if not isinstance(count, int) or not isinstance(value, (list, tuple)):
+            yield vid, None
+            continue
+        read = item_ids(list(value)[:count], field)
+        if read:
+            yield vid, (field, frozenset(read))

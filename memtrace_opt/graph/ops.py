@@ -81,6 +81,10 @@ class OpSpec:
     the op's output records are a selection of that role's records (a search, a rerank). The op
     reads the whole store to rank it, but only the items it kept carry content onward, so the
     upstream cone of a minibatch (:mod:`memtrace_opt.graph.cone`) follows only those.
+
+    ``reads_first`` maps an input role to ``(item field, param)``: the op reads only the first
+    ``params[param]`` records of that role's list (an agentic check shown the top candidates), so
+    the cone follows only those items into it, whatever the op's output names.
     """
 
     name: str
@@ -89,13 +93,15 @@ class OpSpec:
     prompt: str | None = None
     memoize: bool = True
     selects: Mapping[str, str] = field(default_factory=dict)
+    reads_first: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
 REGISTRY: dict[str, OpSpec] = {}
 
 
 def operation(name: str, *, category: str, prompt: str | None = None, memoize: bool = True,
-              selects: Mapping[str, str] | None = None) -> Callable[[OpFn], OpFn]:
+              selects: Mapping[str, str] | None = None,
+              reads_first: Mapping[str, tuple[str, str]] | None = None) -> Callable[[OpFn], OpFn]:
     """Register ``fn`` as the implementation of operation ``name``.
 
     >>> @operation("doc.upper", category="intermediate")
@@ -110,7 +116,7 @@ def operation(name: str, *, category: str, prompt: str | None = None, memoize: b
         if existing is not None and existing.fn.__qualname__ != fn.__qualname__:
             raise GraphError(f"operation {name!r} registered twice ({existing.fn.__qualname__}, {fn.__qualname__})")
         REGISTRY[name] = OpSpec(name=name, category=category, fn=fn, prompt=prompt, memoize=memoize,
-                                selects=dict(selects or {}))
+                                selects=dict(selects or {}), reads_first=dict(reads_first or {}))
         return fn
 
     return register

@@ -20,6 +20,7 @@ from memtrace_opt.errors import ConfigError
 from memtrace_opt.eval.judge import DeterministicJudge, Judge
 from memtrace_opt.lm.base import LMClient
 from memtrace_opt.loop.artifacts import FINAL_FILE, read_json, round_dir, write_json, write_prompts
+from memtrace_opt.loop.audit import audit_rejected, audit_summary, rejected_candidates
 from memtrace_opt.loop.blaming import RoundBlame, round_blame
 from memtrace_opt.loop.budget import LLMBudgetStopper, Spend, SpendMeter
 from memtrace_opt.loop.checkpoint import LoopState, RoundRecord, load_state, save_state
@@ -408,10 +409,30 @@ def _final(ctx: LoopContext, state: LoopState, backend: SystemBackend, meter: Sp
     final = evaluate_heldout(heldout, ctx.data.heldout_cases(), seed=state.seed_candidate,
                              best=state.best_candidate, run_dir=ctx.run_dir, info=info)
     state.spend = final["spend"] = meter.total().to_dict()
+    _audit(ctx, state, heldout, final, meter)
     write_json(ctx.run_dir / FINAL_FILE, final)
-    state.final = {k: v for k, v in final.items() if k != "cases"}
+    state.final = {k: v for k, v in final.items() if k not in ("cases", "audit")}
+    if final.get("audit"):
+        state.final["audit"] = audit_summary(final["audit"])
     state.status = "done"
     save_state(ctx.run_dir, state)
+
+
+def _audit(ctx: LoopContext, state: LoopState, heldout: MemoryPromptAdapter, final: dict[str, Any],
+           meter: SpendMeter) -> None:
+    """Score the candidates validation rejected on held-out too (:mod:`.audit`); its cost is kept apart
+    from ``spend``, which stays the method's own (equal budgets across methods)."""
+    entries = rejected_candidates(state.rounds, seed=state.seed_candidate, best=state.best_candidate,
+                                  limit=ctx.plan.audit_candidates)
+    if not entries:
+        return
+    ctx.say(f"audit: {len(entries)} candidate(s) validation rejected, on the held-out questions "
+            "(a check on selection, not a choice)")
+    before = meter.total()
+    final["audit"] = audit_rejected(heldout, ctx.data.heldout_cases(), seed=state.seed_candidate,
+                                    seed_scores={c["qa_id"]: c["seed_score"] for c in final["cases"]},
+                                    entries=entries)
+    final["audit_spend"] = (meter.total() - before).to_dict()
 
 
 def _mean(traces: list[CaseTrace]) -> float:

@@ -60,6 +60,9 @@ class LoopPlan:
     demo_selection: str = "random"
     scoped_replay: bool = True
     prune: bool = True
+    #: Rejected candidates scored on held-out after the final comparison (not in the fingerprint: it
+    #: changes no decision, so a resumed run may ask for more or fewer).
+    audit_candidates: int = 0
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -94,6 +97,7 @@ class LoopPlan:
             deltas=tuple(getattr(opt, "deltas", ("demos", "rules", "lines"))),
             demo_selection=getattr(opt, "demo_selection", "random"),
             scoped_replay=getattr(opt, "scoped_replay", True), prune=getattr(opt, "prune", True),
+            audit_candidates=getattr(opt, "audit_candidates", 0),
         )
 
     @property

@@ -7,6 +7,7 @@ from typing import Any, Iterable
 
 from memtrace_opt.attribution.blame import BlameSignal
 from memtrace_opt.graph.model import op_name
+from memtrace_opt.loop.artifacts import prompt_diff
 from memtrace_opt.report.charts import line_chart, stacked_bars
 from memtrace_opt.report.collect import RunData
 from memtrace_opt.report.diff import diff_html, diff_stats
@@ -81,6 +82,7 @@ def optimization_section(data: RunData) -> str:
             parts.append(f"<details class='card prompt-change' open><summary><code>{esc(change.component)}</code> "
                          f"<span class='plus'>+{added}</span> <span class='minus'>−{removed}</span> lines</summary>"
                          f"{body}</details>")
+    parts.append(_audit_block(data))
     if data.round_prompts:
         rounds = "".join(
             f"<details class='round-prompts'><summary>round {k}: "
@@ -91,6 +93,36 @@ def optimization_section(data: RunData) -> str:
                      f"{rounds}</details>")
     parts.append("</section>")
     return "".join(parts)
+
+
+def _audit_block(data: RunData) -> str:
+    """The candidates validation rejected, scored on held-out after the fact (final.json ``audit``):
+    whether validation judged them right. Labelled as a check, since picking by it would overfit."""
+    audit = data.final.get("audit") or []
+    if not audit:
+        return ""
+    seed = data.checkpoint.get("seed_candidate") or {}
+    rows, diffs = [], []
+    for i, e in enumerate(audit, start=1):
+        low, high = e.get("gain_ci") or (0.0, 0.0)
+        gain = 100 * float(e.get("gain", 0.0))
+        rows.append(f"<tr><td class='n'>{i}</td><td class='n'>{esc(e.get('round'))}</td><td>{esc(e.get('change'))}</td>"
+                    f"<td class='n'>{pct(e.get('val_score'))}</td><td class='n'>{pct(e.get('accuracy'))}</td>"
+                    f"<td class='n {'pos' if gain > 0 else 'neg' if gain < 0 else ''}'>{gain:+.1f} "
+                    f"[{100 * low:+.1f}, {100 * high:+.1f}]</td><td class='n'>{float(e.get('p_value', 1.0)):.3f}</td>"
+                    f"<td class='n'>{esc(e.get('fixed'))} / {esc(e.get('broken'))}</td></tr>")
+        for component, text in sorted((e.get("candidate") or {}).items()):
+            if text != seed.get(component):
+                diffs.append(f"<h4>candidate {i}: <code>{esc(component)}</code></h4>"
+                             f"{diff_html(prompt_diff(component, seed.get(component, ''), text))}")
+    seed_acc = pct(data.final.get("seed_accuracy"))
+    return ("<h3>Candidates validation rejected, on the held-out questions</h3><p class='lead'>A check on selection, "
+            f"never a choice: each candidate scored after the final prompts were fixed, beside the seed ({seed_acc}). "
+            "Gains are paired over the same questions with a 95% bootstrap CI.</p><div class='card'><table>"
+            "<tr><th>#</th><th>round</th><th>change</th><th>validation</th><th>held-out</th><th>gain [95% CI]</th>"
+            f"<th>p</th><th>fixed / broken</th></tr>{''.join(rows)}</table>"
+            + (f"<details><summary>Each candidate against the seed</summary>{''.join(diffs)}</details>" if diffs else "")
+            + "</div>")
 
 
 def _final_line(data: RunData) -> str:

@@ -60,7 +60,7 @@ def test_optimize_audits_the_rejected_candidates_on_held_out(tmp_path, capsys):
     for entry in audit:
         assert entry["candidate"]["question_answering"] not in (kept, SEED_QA)
         scores = entry["scores"]
-        assert set(scores) == {c["qa_id"] for c in final["cases"]}
+        assert set(scores) == set(entry["predictions"]) == {c["qa_id"] for c in final["cases"]}
         seed_scores = {c["qa_id"]: c["seed_score"] for c in final["cases"]}
         assert entry["gain"] == sum(scores[q] - seed_scores[q] for q in scores) / len(scores)
         assert entry["fixed"] == sum(scores[q] > seed_scores[q] for q in scores)
@@ -69,7 +69,7 @@ def test_optimize_audits_the_rejected_candidates_on_held_out(tmp_path, capsys):
     assert final["audit_spend"]["rollouts"] == len(audit) * final["n"]
     assert "held-out audit of candidates validation rejected" in out and f"round 1 · {audit[0]['change']}" in out
     state = json.loads((tmp_path / "runs" / "cli-attributed" / "checkpoint.json").read_text())
-    assert "candidate" not in state["final"]["audit"][0]  # the checkpoint keeps the summary only
+    assert not {"candidate", "scores", "predictions"} & set(state["final"]["audit"][0])  # the summary only
 
 
 def test_the_report_shows_the_audit_as_a_check_with_each_candidates_diff(tmp_path, capsys):

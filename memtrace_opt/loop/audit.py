@@ -65,7 +65,8 @@ def audit_rejected(adapter: MemoryPromptAdapter, cases: Sequence[QACase], *, see
     (the final comparison's); one record per entry, for final.json's ``audit``."""
     out = []
     for entry in entries:
-        scores = {t.case.qa_id: float(t.score) for t in adapter.run(cases, dict(entry["candidate"]))}
+        traces = adapter.run(cases, dict(entry["candidate"]))
+        scores = {t.case.qa_id: float(t.score) for t in traces}
         pc = paired_bootstrap(seed_scores, scores, n=n_boot, seed=boot_seed)
         n = len(scores)
         out.append({
@@ -75,13 +76,14 @@ def audit_rejected(adapter: MemoryPromptAdapter, cases: Sequence[QACase], *, see
             "fixed": sum(1 for q, s in scores.items() if s > seed_scores[q]),
             "broken": sum(1 for q, s in scores.items() if s < seed_scores[q]),
             "candidate": dict(entry["candidate"]), "scores": scores,
+            "predictions": {t.case.qa_id: t.prediction for t in traces},
         })
     return out
 
 
 def audit_summary(audit: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The audit without prompt texts and per-question scores (for the checkpoint and ``--json``)."""
-    return [{k: v for k, v in entry.items() if k not in ("candidate", "scores")} for entry in audit]
+    """The audit without prompt texts and per-question scores and answers (for the checkpoint and ``--json``)."""
+    return [{k: v for k, v in entry.items() if k not in ("candidate", "scores", "predictions")} for entry in audit]
 
 
 def audit_lines(audit: Sequence[Mapping[str, Any]], seed_accuracy: float) -> list[str]:

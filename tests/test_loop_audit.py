@@ -42,16 +42,23 @@ def test_describe_delta_names_rules_examples_and_lines():
     assert describe_delta(SEED, dict(SEED)) == "no change"
 
 
-def test_optimize_audits_the_rejected_candidates_on_held_out(tmp_path, capsys):
+def _audited_run(tmp_path, audit_candidates: int):
+    """A scripted attributed run whose demo set ties the minibatch, goes to validation and loses to the rule."""
     from memtrace_opt.lm.run_lms import Injected
 
     config = write_config(tmp_path, "attributed")
     cfg = yaml.safe_load(config.read_text())
-    cfg["optimizer"].update({"acceptance": "equal", "deltas": ["demos", "rules"], "audit_candidates": 2, "rounds": 1})
+    cfg["optimizer"].update({"acceptance": "equal", "deltas": ["demos", "rules"], "rounds": 1,
+                             "audit_candidates": audit_candidates})
     config.write_text(yaml.safe_dump(cfg))
     task = accounted(TaskLM(conversations()), "task")
     inj = Injected.of({"task": task, "judge": task, "reflection": accounted(ReflectionLM(), "reflection")})
     assert main(["optimize", str(config)], injected=inj) == 0
+    return tmp_path / "runs" / "cli-attributed"
+
+
+def test_optimize_audits_the_rejected_candidates_on_held_out(tmp_path, capsys):
+    _audited_run(tmp_path, 2)
     out = capsys.readouterr().out
     final = json.loads((tmp_path / "runs" / "cli-attributed" / "final.json").read_text())
     audit = final["audit"]
@@ -72,17 +79,8 @@ def test_optimize_audits_the_rejected_candidates_on_held_out(tmp_path, capsys):
     assert not {"candidate", "scores", "predictions"} & set(state["final"]["audit"][0])  # the summary only
 
 
-def test_the_report_shows_the_audit_as_a_check_with_each_candidates_diff(tmp_path, capsys):
-    from memtrace_opt.lm.run_lms import Injected
-
-    config = write_config(tmp_path, "attributed")
-    cfg = yaml.safe_load(config.read_text())
-    cfg["optimizer"].update({"acceptance": "equal", "deltas": ["demos", "rules"], "audit_candidates": 1, "rounds": 1})
-    config.write_text(yaml.safe_dump(cfg))
-    task = accounted(TaskLM(conversations()), "task")
-    inj = Injected.of({"task": task, "judge": task, "reflection": accounted(ReflectionLM(), "reflection")})
-    assert main(["optimize", str(config)], injected=inj) == 0
-    run = tmp_path / "runs" / "cli-attributed"
+def test_the_report_shows_the_audit_as_a_check_with_each_candidates_diff(tmp_path):
+    run = _audited_run(tmp_path, 1)
     assert main(["report", str(run), "--out", str(tmp_path / "r.html")]) == 0
     html = (tmp_path / "r.html").read_text()
     assert "Candidates validation rejected, on the held-out questions" in html and "never a choice" in html

@@ -3,7 +3,8 @@
     python experiments/scripts/export_results.py runs/compare/<name> experiments/results/<name>
 
 Writes, per method run: ``<method>_final.json`` (held-out scores per question id and category, seed vs
-best, spend, stop reason; no question, gold or prediction text), ``<method>_rounds.json`` (each round's
+best, spend, stop reason, the audit of rejected candidates with their prompts redacted; no question, gold
+or prediction text), ``<method>_rounds.json`` (each round's
 failures, blame counts, validation score, the proposals' kinds and verdicts, rule texts), and
 ``<method>_prompt_<component>.txt`` (the best prompt with every worked example replaced by the id of
 the question it came from — the examples quote the conversation). Copies ``compare.json`` as is.
@@ -30,7 +31,11 @@ def export_run(run: Path, out: Path) -> None:
     method = run.name
     final = json.loads((run / "final.json").read_text())
     cases = [{k: c[k] for k in ("qa_id", "conversation", "category", "seed_score", "best_score")} for c in final["cases"]]
-    keep = {k: v for k, v in final.items() if k not in ("cases",)}
+    keep = {k: v for k, v in final.items() if k not in ("cases", "audit")}
+    if final.get("audit"):  # answers and worked examples quote the conversation: scores and redacted prompts only
+        keep["audit"] = [{k: v for k, v in e.items() if k not in ("candidate", "predictions")}
+                         | {"candidate": {c: redacted_prompt(t) for c, t in e["candidate"].items()}}
+                         for e in final["audit"]]
     (out / f"{method}_final.json").write_text(json.dumps({**keep, "cases": cases}, indent=1))
     checkpoint = json.loads((run / "checkpoint.json").read_text())
     rounds = []

@@ -71,6 +71,7 @@ _EXPORTS: dict[str, str] = {
     "make_rerun": "memtrace_opt.systems.runner",
     # attribution and report
     "BlameSignal": "memtrace_opt.attribution.blame",
+    "ChainedFault": "memtrace_opt.attribution.blame",
     "render_report": "memtrace_opt.report",
     # errors
     "MemtraceError": "memtrace_opt.errors",

@@ -10,7 +10,11 @@ good prompt should show: the exact inputs an operation received and the output i
 - **Repair demos**: for a blamed failure, the faulty op's inputs with the output it should have
   given. For a ResponseError that is the gold answer; for an ingestion fault it is the op's output
   with the evidence added, and only when counterfactual replay verified that this correction
-  rescues the answer. Attributed mining gives a repair demo only to the blamed op's prompt and
+  rescues the answer — or, for a compound failure, that it carried the evidence past the op to the
+  next fault of the blame's ``chain``. A chain's ResponseError link gets its own demo: the answer op's
+  inputs *with the evidence the fix delivered* put into its context, and the gold answer (its
+  recorded inputs lack the evidence, and an example answering the gold from a context without it
+  would teach guessing). Attributed mining gives a repair demo only to the blamed ops' prompts and
   none for blame no prompt can fix (a trim, vector retrieval, a wrong gold label); the
   unattributed ablation turns every failure into an answer-style demo and spreads them over every
   target prompt, as the reference's ablation spreads its feedback.
@@ -84,10 +88,11 @@ _SHOWN_NOTE = re.compile(r"\n\(\d+ of \d+ records shown[^)]*\)$")
 
 
 def _render_inputs(graph: MemoryGraph, op_inputs: Mapping[str, Sequence[str]], focus: str,
-                   evidence: Sequence[str] = ()) -> tuple[tuple[str, str], ...]:
+                   evidence: Sequence[str] = (), added: Sequence[Mapping[str, Any]] = ()) -> tuple[tuple[str, str], ...]:
     """The op's inputs by role, the question last (next to the output), previous versions dropped; a long
     record list cut to its evidence records (when ``evidence`` names turns the records come from) or else
-    to the lines nearest the question and gold, without the "N of M shown" note."""
+    to the lines nearest the question and gold, without the "N of M shown" note. ``added`` records are put
+    first into every record-list input (the evidence a counterfactual fix delivered to a context)."""
     out = []
     turns = {t for t in (turn_of(e) for e in evidence) if t}
     for role, ids in op_inputs.items():
@@ -95,6 +100,8 @@ def _render_inputs(graph: MemoryGraph, op_inputs: Mapping[str, Sequence[str]], f
             continue
         values = [graph.variables[v].value for v in ids if v in graph.variables]
         value = values[0] if len(values) == 1 else values
+        if added and isinstance(value, list) and all(isinstance(r, Mapping) for r in value):
+            value = [*added, *value]
         value = _evidence_records(value, turns) or _relevant_records(value, focus, graph.meta.get("speakers") or ())
         text = _SHOWN_NOTE.sub("", render_value(value, max_chars=INPUT_CHARS, focus=focus))
         out.append((role, f"\n{text}" if "\n" in text else text))
@@ -180,6 +187,37 @@ def _evidence_text(graph: MemoryGraph, blame: BlameSignal) -> str:
     return "\n".join(t for t in texts if t)
 
 
+def _evidence_records_of(graph: MemoryGraph, blame: BlameSignal) -> list[dict[str, Any]]:
+    """The blame's evidence messages as context records (text, date, source turn)."""
+    out = []
+    for ref in blame.evidence:
+        var = graph.variables.get(ref) or (graph.variables.get(graph.latest_id(ref)) if ref in graph.latest else None)
+        if var is None or not isinstance(var.value, Mapping) or not var.value.get("text"):
+            continue
+        value = var.value
+        speaker = f"{value['speaker']}: " if value.get("speaker") else ""
+        out.append({"text": f"{speaker}{value['text']}", "date": value.get("date") or value.get("date_time") or "",
+                    "turn_id": turn_of(ref) or ""})
+    return out
+
+
+def _chain_repairs(t: CaseTrace, blame: BlameSignal) -> list[Demo]:
+    """Demos for a compound failure's ResponseError links: the answer op's inputs with the evidence the
+    upstream fix delivered, and the gold answer (none when the evidence cannot be shown)."""
+    graph, out = t.graph, []
+    for link in blame.chain:
+        op = graph.ops.get(link.op_id or "")
+        if link.error_type != "ResponseError" or op is None or op.prompt is None or not link.prompt_component:
+            continue
+        added = _evidence_records_of(graph, blame)
+        if not added:
+            continue
+        out.append(Demo(op.prompt.component, "repair", t.case.qa_id, op.name,
+                        _render_inputs(graph, op.inputs, _focus(t), blame.evidence, added), t.gold,
+                        t.case.conversation_id))
+    return out
+
+
 def _repair(t: CaseTrace, blame: BlameSignal) -> Demo | None:
     """The blamed op's demo with its corrected output, or None when no verified correction exists."""
     graph = t.graph
@@ -188,7 +226,7 @@ def _repair(t: CaseTrace, blame: BlameSignal) -> Demo | None:
         return None
     if blame.error_type == "ResponseError":
         corrected = t.gold
-    elif blame.counterfactual_rescued is True:
+    elif blame.counterfactual_rescued is True or blame.chain:
         from memtrace_opt.attribution.counterfactual import inject_text
 
         evidence = _evidence_text(graph, blame)
@@ -203,13 +241,14 @@ def _repair(t: CaseTrace, blame: BlameSignal) -> Demo | None:
 
 
 def mine_repair_demos(traces: Iterable[CaseTrace]) -> DemoPools:
-    """Attributed repair demos: each blamed failure's corrected op output, for the blamed component only."""
+    """Attributed repair demos: each blamed failure's corrected op output, for the blamed component only
+    (and, for a compound failure, its chain's answer op)."""
     pools: DemoPools = {}
     for t in traces:
         if t.failed and t.blame is not None:
             demo = _repair(t, t.blame)
-            if demo is not None:
-                pools.setdefault(demo.component, []).append(demo)
+            for d in ([demo] if demo is not None else []) + _chain_repairs(t, t.blame):
+                pools.setdefault(d.component, []).append(d)
     return pools
 
 

@@ -20,7 +20,8 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "AttributionCost": "blame", "BlameSignal": "blame", "ERROR_TYPES": "blame", "MEMORY_ERROR_TYPES": "blame",
+    "AttributionCost": "blame", "BlameSignal": "blame", "ChainedFault": "blame", "ERROR_TYPES": "blame",
+    "MEMORY_ERROR_TYPES": "blame",
     "FailureCase": "failures", "collect_cases": "failures", "collect_failures": "failures",
     "pseudo_evidence": "evidence", "evidence_recall_at_k": "evidence", "starting_points": "evidence",
     "CascadeJudge": "content", "ContentJudge": "content", "LLMContentJudge": "content", "TokenJudge": "content",

@@ -6,6 +6,10 @@ subgraphs in compact form (what the op read and wrote) for the reflection step. 
 without a prompt (vector retrieval, a store write, an AnnotationError with no op) is counted apart
 as ``unoptimizable``, with the ops it names (``ops``: op name → failures; a system's ``op_settings``
 says which settings govern each); failed attributions (no error type) as ``unattributed``.
+
+A compound failure (a blame with a ``chain``: faults still standing once the blamed op is fixed)
+also reaches the components of its chain's links, counted apart as ``chained`` (with
+``chained_case_ids``), so ``count`` stays the number of failures whose earliest fault is there.
 """
 
 from __future__ import annotations
@@ -54,17 +58,22 @@ def aggregate(signals: Sequence[BlameSignal], graphs: Mapping[str, MemoryGraph] 
             graph = (graphs or {}).get(s.case_id)
             if graph is not None and s.op_id in graph.ops and len(group["op_subgraphs"]) < max_examples:
                 group["op_subgraphs"].append(compact_op(graph, graph.ops[s.op_id]))
+        for name in s.chained_components if spread_over is None else ():
+            group = components.setdefault(name, _group())
+            group["chained"] += 1
+            group["chained_case_ids"].append(s.case_id)
     unopt["ops"] = dict(Counter(op_name(s.op_id) for s in signals
                                 if s.error_type is not None and not s.prompt_component and spread_over is None))
     unopt["settings"] = {op: list((op_settings or {})[op]) for op in unopt["ops"] if op in (op_settings or {})}
     for group in [*components.values(), unopt]:
         group["error_types"] = dict(group["error_types"])
-    ordered = dict(sorted(components.items(), key=lambda kv: (-kv[1]["count"], kv[0])))
+    ordered = dict(sorted(components.items(), key=lambda kv: (-kv[1]["count"], -kv[1]["chained"], kv[0])))
     return {"total": len(signals), "components": ordered, "unoptimizable": unopt, "unattributed": unattributed}
 
 
 def _group() -> dict[str, Any]:
-    return {"count": 0, "error_types": Counter(), "reasons": [], "case_ids": [], "op_subgraphs": []}
+    return {"count": 0, "error_types": Counter(), "reasons": [], "case_ids": [], "op_subgraphs": [],
+            "chained": 0, "chained_case_ids": []}
 
 
 def _example(reasons: list[str], reason: str, limit: int) -> None:

@@ -34,6 +34,23 @@ class AttributionCost:
 
 
 @dataclass(frozen=True)
+class ChainedFault:
+    """A fault still standing downstream once the blamed op's output is corrected: a compound failure.
+
+    Counterfactual replay fixes the earliest faulty op; when the answer stays wrong, the replayed graph
+    is traced again and the first fault it names (the answer op misreading evidence it now has, say) is
+    a link of the chain. ``rescued`` says whether fixing every link up to this one rescued the answer
+    (None: this link has no fix short of the gold answer, as a ResponseError).
+    """
+
+    error_type: str
+    op_id: str | None
+    prompt_component: str | None
+    reason: str
+    rescued: bool | None = None
+
+
+@dataclass(frozen=True)
 class BlameSignal:
     """Attribution of one failed question to its earliest decisive faulty operation."""
 
@@ -50,6 +67,10 @@ class BlameSignal:
     method: str = "tracing"
     counterfactual_rescued: bool | None = None
     cost: AttributionCost = field(default_factory=AttributionCost)
+    #: Faults that remain once this op's output is corrected, earliest first (empty when the fix alone
+    #: rescues, or nothing was replayed): the blamed op stays the earliest decisive one, but it is not
+    #: the only op whose prompt the failure speaks to.
+    chain: tuple[ChainedFault, ...] = ()
 
     @property
     def optimizable(self) -> bool:
@@ -59,6 +80,7 @@ class BlameSignal:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["evidence"] = list(self.evidence)
+        d["chain"] = [asdict(link) for link in self.chain]
         return d
 
     @classmethod
@@ -66,4 +88,16 @@ class BlameSignal:
         d = dict(d)
         d["evidence"] = tuple(d.get("evidence", ()))
         d["cost"] = AttributionCost(**d.get("cost", {}))
+        d["chain"] = tuple(ChainedFault(**link) for link in d.get("chain", ()))
         return cls(**d)
+
+    @property
+    def chained_components(self) -> tuple[str, ...]:
+        """The prompt components of the chain's links, in order, without repeats or the blamed one."""
+        seen = {self.prompt_component}
+        out = []
+        for link in self.chain:
+            if link.prompt_component and link.prompt_component not in seen:
+                seen.add(link.prompt_component)
+                out.append(link.prompt_component)
+        return tuple(out)

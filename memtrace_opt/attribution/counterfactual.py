@@ -10,6 +10,13 @@ meaningful fix short of handing the model the gold answer: it is recorded as not
 Replay re-runs only what the override changes, including the judge, so "rescued" means the re-judged
 score is 1. Among candidates (earliest first), the earliest whose fix rescues is chosen.
 
+**Compound failures.** When the earliest fault's fix replays cleanly and the answer stays wrong, the
+replayed graph is traced again: the first fault it names downstream (the answer op misreading the
+evidence it now has, a retrieval that still misses the restored unit) is a link of the blame's
+``chain``, and its own fix is applied on top and replayed, up to ``max_chain`` links. The blamed op
+stays the earliest decisive one; the chain says which other ops' prompts the failure speaks to, so
+the optimizer can fix both halves of a compound fault rather than neither.
+
 **The grey-zone arbiter.** Tracing blames the answer op when the content test finds the evidence in
 the retrieved context — but a context holding half of the evidence's words may not carry its meaning.
 Before a ResponseError stands, the raw evidence messages are put into the context and the answer is
@@ -24,10 +31,10 @@ import copy
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, cast
 
-from memtrace_opt.attribution.blame import BlameSignal
+from memtrace_opt.attribution.blame import MEMORY_ERROR_TYPES, BlameSignal, ChainedFault
 from memtrace_opt.attribution.content import ContentJudge, TokenJudge
 from memtrace_opt.attribution.cost import CostMeter
-from memtrace_opt.attribution.failures import FailureCase
+from memtrace_opt.attribution.failures import FailureCase, build_case, case_qa
 from memtrace_opt.attribution.tracing import Candidate, TracingAttributor, blame_from, dedup_candidates
 from memtrace_opt.attribution.view import answer_ops
 from memtrace_opt.errors import MissingOutcomeError, UnknownOperationError
@@ -55,6 +62,8 @@ class Verdict:
     completion_tokens: int = 0
     #: The replay itself raised: no verdict. Counted and reported by the attributor, never silent.
     failed: bool = False
+    #: The replayed graph (None when nothing was replayed): where a compound failure's next fault is traced.
+    graph: MemoryGraph | None = field(default=None, repr=False, compare=False)
 
 
 def inject_text(value: Any, text: str, *, template: Any = None) -> Any:
@@ -240,7 +249,8 @@ def replay_fix(graph: MemoryGraph, case: FailureCase, cand: Candidate, fix: tupl
     except MissingOutcomeError as err:  # the replay ran but left the question unjudged: no verdict, counted
         return Verdict(cand, True, None, None, f"replayed from {start}: {err}", *cost, failed=True)
     return Verdict(cand, True, outcome.correct, outcome.prediction,
-                   f"replayed from {start}; new answer {outcome.prediction!r}, score {outcome.score}", *cost)
+                   f"replayed from {start}; new answer {outcome.prediction!r}, score {outcome.score}", *cost,
+                   graph=new)
 
 
 @dataclass
@@ -258,6 +268,8 @@ class CounterfactualAttributor:
     verification_failures: list[tuple[str, str]] = field(default_factory=list)
     #: Replay a ResponseError with the raw evidence in the context before it stands (module docstring).
     arbitrate: bool = True
+    #: Links of a compound failure traced past an unrescuing fix (module docstring); 0 turns it off.
+    max_chain: int = 2
 
     def attribute(self, graph: MemoryGraph, case: FailureCase) -> BlameSignal:
         meter = CostMeter(self.tracing.meters).start()
@@ -273,23 +285,59 @@ class CounterfactualAttributor:
             if verdict.rescued:
                 break
         chosen, rescued, confidence = _choose(candidates, verdicts)
+        chain = self._chain(graph, case, verdicts[0], meter) if rescued is False else ()
         notes = "; ".join([arbiter] * bool(arbiter) + [f"{v.candidate.error_type}@{v.candidate.op_id}: {v.note}"
-                                                         for v in verdicts])
+                                                         for v in verdicts] + [_chain_note(chain)] * bool(chain))
         signal = blame_from(graph, case, chosen, method=self.name, evidence=tuple(result.facts),
-                            confidence=confidence, counterfactual_rescued=rescued, cost=meter.cost())
+                            confidence=confidence, counterfactual_rescued=rescued, cost=meter.cost(), chain=chain)
         return replace(signal, reason=f"{signal.reason} [counterfactual: {notes}]" if notes else signal.reason)
 
     def _verify(self, graph: MemoryGraph, case: FailureCase, cand: Candidate,
-                fix: tuple[Overrides, str] | None, meter: CostMeter) -> Verdict:
-        """One replay under the call budget, counted in the case's cost; a failed replay is recorded."""
+                fix: tuple[Overrides, str] | None, meter: CostMeter, *, base: Overrides | None = None) -> Verdict:
+        """One replay under the call budget, counted in the case's cost; a failed replay is recorded.
+        ``base``: overrides the graph was made with (default: the attributor's own)."""
         if fix is None:
             return Verdict(cand, False, None, note=f"no counterfactual fix for {cand.error_type}")
         verdict = replay_fix(graph, case, cand, fix, self.rerun, with_call_budget(self.lms, self.max_replay_calls),
-                             base=self.base)
+                             base=self.base if base is None else base)
         meter.add_replay(verdict.lm_calls, verdict.prompt_tokens, verdict.completion_tokens)
         if verdict.failed:
             self.verification_failures.append((case.case_id, f"{cand.error_type}@{cand.op_id}: {verdict.note}"))
         return verdict
+
+    def _chain(self, recorded: MemoryGraph, case: FailureCase, verdict: Verdict,
+               meter: CostMeter) -> tuple[ChainedFault, ...]:
+        """The faults still standing after ``verdict``'s fix, each traced on the graph its predecessors' fixes
+        replayed, its own fix applied on top (module docstring, *compound failures*)."""
+        links: list[ChainedFault] = []
+        first = build_fix(recorded, case, verdict.candidate)
+        if first is None or verdict.graph is None:
+            return ()
+        graph: MemoryGraph | None = verdict.graph
+        previous, overrides = verdict.candidate, merge_overrides(self.base, first[0])
+        while graph is not None and len(links) < self.max_chain:
+            try:
+                now = build_case(graph, case.qa_id, case_qa(case))
+            except MissingOutcomeError:
+                break
+            found = self.tracing.trace(graph, now).candidates
+            nxt = found[0] if found else None
+            if (nxt is None or nxt.error_type not in MEMORY_ERROR_TYPES or nxt.op_id is None or nxt.op_id not in graph.ops
+                    or (nxt.op_id, nxt.error_type) == (previous.op_id, previous.error_type)):
+                break  # the fix did not carry past the fault it fixed, or what is left is no memory fault
+            component = graph.ops[nxt.op_id].prompt
+            fix = build_fix(graph, now, nxt)
+            if fix is None:  # a ResponseError: no fix short of handing over the gold answer
+                links.append(ChainedFault(nxt.error_type, nxt.op_id, component.component if component else None,
+                                          nxt.reason))
+                break
+            step = self._verify(graph, now, nxt, fix, meter, base=overrides)
+            links.append(ChainedFault(nxt.error_type, nxt.op_id, component.component if component else None,
+                                      nxt.reason, step.rescued))
+            if step.rescued is not False:
+                break
+            graph, previous, overrides = step.graph, nxt, merge_overrides(overrides, fix[0])
+        return tuple(links)
 
     def _arbitrate(self, graph: MemoryGraph, case: FailureCase, facts: list[str], candidates: list[Candidate],
                    meter: CostMeter) -> tuple[list[Candidate], str]:
@@ -307,6 +355,13 @@ class CounterfactualAttributor:
         return dedup_candidates(upstream + candidates), (
             f"arbiter: the raw evidence in the context rescued the answer, so the context did not hold it; "
             f"strict content test: {first.error_type}@{first.op_id}")
+
+
+def _chain_note(chain: tuple[ChainedFault, ...]) -> str:
+    """The chain in the blame's reason: ``compound: then ResponseError@op (fix rescues: …)``."""
+    outcome = {True: "fixing it too rescues the answer", False: "still wrong with it fixed too", None: "no fix"}
+    return "compound: " + "; then ".join(f"{link.error_type}@{link.op_id} ({outcome[link.rescued]})"
+                                          for link in chain)
 
 
 def _choose(candidates: list[Candidate], verdicts: list[Verdict]) -> tuple[Candidate, bool | None, float]:

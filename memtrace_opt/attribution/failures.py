@@ -21,7 +21,7 @@ from memtrace_opt.errors import MissingOutcomeError
 from memtrace_opt.graph.model import MemoryGraph
 from memtrace_opt.graph.outcome import read_judged_outcome
 
-__all__ = ["FailureCase", "build_case", "collect_cases", "collect_failures", "qa_index"]
+__all__ = ["FailureCase", "build_case", "case_qa", "collect_cases", "collect_failures", "qa_index"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,12 @@ def collect_cases(graph: MemoryGraph, qas: Mapping[str, Any] | Iterable[Any] | N
 def collect_failures(graph: MemoryGraph, qas: Mapping[str, Any] | Iterable[Any] | None = None) -> list[FailureCase]:
     """The failed questions (judge score 0) of ``graph``."""
     return [c for c in collect_cases(graph, qas) if c.failed]
+
+
+def case_qa(case: FailureCase) -> dict[str, Any]:
+    """The question record ``case`` was built from, to build the same question's case off a replayed graph."""
+    return {"question": case.question, "answer": case.gold, "evidence": list(case.evidence),
+            "flags": sorted(case.flags), "corrected_answer": case.corrected_answer}
 
 
 def build_case(graph: MemoryGraph, qa_id: str, qa: Any = None, session_meta: Mapping[str, Any] | None = None

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from memtrace_opt.attribution.content import ContentJudge, Fact, TokenJudge, make_fact
-from memtrace_opt.attribution.failures import FailureCase, build_case
+from memtrace_opt.attribution.failures import FailureCase, build_case, case_qa
 from memtrace_opt.attribution.priors import prior_for
 from memtrace_opt.attribution.text import METADATA_KEYS, content_tokens
 from memtrace_opt.attribution.tracing import judged_wrongly
@@ -212,7 +212,7 @@ def inject_case(graph: MemoryGraph, case: FailureCase, injection: Injection, rer
     except Exception as err:  # a system that cannot replay this fault: recorded as a skip reason
         return f"replay failed: {type(err).__name__}: {err}"
     try:
-        new_case = build_case(result.graph, case.qa_id, qa or _qa_dict(case))
+        new_case = build_case(result.graph, case.qa_id, qa or case_qa(case))
     except MissingOutcomeError:  # recorded as a skip reason, counted by the bench like any other
         return "the replayed graph has no judgement for the question"
     if not new_case.failed:
@@ -225,7 +225,3 @@ def inject_case(graph: MemoryGraph, case: FailureCase, injection: Injection, rer
     return InjectedCase(system, injection.error_type, injection.op_id, new_case, result.graph, injection.note,
                         injection.kind, meta={"replay_lm_calls": result.stats.lm_calls})
 
-
-def _qa_dict(case: FailureCase) -> dict[str, Any]:
-    return {"question": case.question, "answer": case.gold, "evidence": list(case.evidence),
-            "flags": sorted(case.flags), "corrected_answer": case.corrected_answer}

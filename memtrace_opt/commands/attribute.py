@@ -32,12 +32,18 @@ def summary_table(payload: Mapping[str, Any]) -> Any:
     rows = [(name, g) for name, g in agg["components"].items()] + [("(unoptimizable)", agg["unoptimizable"])]
     for name, group in rows:
         types = ", ".join(f"{t} {n}" for t, n in sorted(group["error_types"].items()))
-        table.add_row(name, str(group["count"]), types or "-")
+        chained = f" (+{group['chained']} compound)" if group.get("chained") else ""
+        table.add_row(name, f"{group['count']}{chained}", types or "-")
     if agg["unattributed"]["count"]:
         table.add_row("(not attributed)", str(agg["unattributed"]["count"]), "-")
     rescued = [s["counterfactual_rescued"] for s in payload["signals"] if s["counterfactual_rescued"] is not None]
     if rescued:
         table.caption = f"counterfactual fix rescued {sum(rescued)}/{len(rescued)} verified blames"
+    compound = sum(bool(s.get("chain")) for s in payload["signals"])
+    if compound:
+        table.caption = (f"{table.caption}; " if table.caption else "") + (
+            f"{compound} compound failure(s): still wrong once the blamed op is fixed (+N compound: the "
+            f"component of an op at fault after that)")
     return table
 
 

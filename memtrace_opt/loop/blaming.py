@@ -2,7 +2,8 @@
 
 - ``attributed``: the attributor blames each failure on its earliest decisive faulty op; the round
   optimizes the target components that op used (prompt-less blame, e.g. vector retrieval, is
-  counted as unoptimizable and optimizes nothing).
+  counted as unoptimizable and optimizes nothing), and those of a compound failure's chain: the
+  ops still at fault once the earliest is fixed.
 - ``unattributed``: every failure is a ResponseError meant for every target (the ablation).
 - ``answer_feedback``: no blame; every target is eligible, one per GEPA step.
 - ``miprov2``: no blame; only the targets MIPROv2 can express (the QA prompt).
@@ -66,7 +67,7 @@ def round_blame(method: str, traces: Sequence[CaseTrace], targets: Sequence[str]
         signals = _attribute(failed, attributor, conversations)
         graphs = {s.case_id: t.graph for t in failed if (s := signals.get(t.case.qa_id)) is not None}
         summary = aggregate(list(signals.values()), graphs)
-        counts = {c: e["count"] for c, e in summary["components"].items() if c in targets}
+        counts = {c: e["count"] + e["chained"] for c, e in summary["components"].items() if c in targets}
         ordered = sorted(counts, key=lambda c: (-counts[c], list(targets).index(c)))
         missing = [t.case.qa_id for t in failed if t.case.qa_id not in signals]
         unverified = len(getattr(attributor, "verification_failures", [])) - before

@@ -41,6 +41,8 @@ class RoundRecord:
     spend: dict[str, Any]
     note: str = ""
     optimizer: dict[str, Any] = field(default_factory=dict)
+    #: Per component, the failures it is charged with as a later link of a compound failure's chain.
+    chained: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass

@@ -113,6 +113,9 @@ def run_loop(ctx: LoopContext, *, resume: bool = False) -> LoopState:
             ctx.say(f"round {state.next_round}/{ctx.plan.rounds}: run, attribute failures, optimize blamed prompts")
             record = _run_round(ctx, state, adapter, meter)
             blamed = ", ".join(f"{c} {n}" for c, n in record.blamed.items()) or "nothing"
+            if record.chained:
+                blamed += " (compound, also at fault once that is fixed: " + ", ".join(
+                    f"{c} {n}" for c, n in record.chained.items()) + ")"
             ctx.say(f"round {record.index}: {record.failures} failures, blamed {blamed}, "
                     f"unoptimizable {record.unoptimizable} → validation {100 * record.val_score:.1f}%"
                     f" ({'kept' if record.improved else 'not kept'})")
@@ -282,7 +285,8 @@ def _run_round(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter,
     write_json(rdir / "optimizer.json", stamp(ROUND_OPTIMIZER, out.info))
     return RoundRecord(
         index=r, train_conversations=sorted({c.conversation_id for c in train}), failures=blame.failures,
-        cases=len(traces), blamed={c: e["count"] for c, e in blame.summary["components"].items()},
+        cases=len(traces), blamed={c: e["count"] for c, e in blame.summary["components"].items() if e["count"]},
+        chained={c: e["chained"] for c, e in blame.summary["components"].items() if e.get("chained")},
         unoptimizable=blame.summary["unoptimizable"]["count"], optimized=blame.components,
         val_score=out.val_score, improved=out.val_score > state.best_val + 1e-9, candidate=out.candidate,
         spend=(meter.total() - before).to_dict(), note=out.note,
@@ -357,11 +361,12 @@ def _proposer(ctx: LoopContext, state: LoopState, blame: RoundBlame, traces: lis
 
 
 def _charged_failures(traces: list[CaseTrace], blame: RoundBlame) -> dict[str, list[CaseTrace]]:
-    """Per component the round optimizes, the failures charged to it (attributed: blamed on it; the
-    ablation: every failure, as its summary spreads them)."""
+    """Per component the round optimizes, the failures charged to it (attributed: blamed on it, or on a
+    link of its compound failure's chain; the ablation: every failure, as its summary spreads them)."""
     groups = blame.summary.get("components", {})
     by_id = {t.case.qa_id: t for t in traces if t.failed}
-    return {c: [by_id[i] for i in groups.get(c, {}).get("case_ids", []) if i in by_id] for c in blame.components}
+    charged = {c: [*g.get("case_ids", []), *g.get("chained_case_ids", [])] for c, g in groups.items()}
+    return {c: [by_id[i] for i in dict.fromkeys(charged.get(c, [])) if i in by_id] for c in blame.components}
 
 
 def _failure_outputs(traces: list[CaseTrace], blame: RoundBlame) -> dict[str, list[str]]:

@@ -29,3 +29,17 @@ def test_counterfactual_label(rescued: bool | None, replays: int, label: str) ->
     assert label in html
     if replays:
         assert "not checked" not in html
+
+
+def test_a_compound_failure_lists_the_faults_still_standing() -> None:
+    from dataclasses import replace
+
+    from memtrace_opt.attribution.blame import ChainedFault
+
+    failed: Any = None
+    link = ChainedFault("ResponseError", "answer:c/q1/qa.answer#0", "question_answering", "context held it <b>", None)
+    html = _why(failed, replace(_blame(False, 1), error_type="ExtractionError", op_id="ingest:s1/extract#3",
+                                prompt_component="memcell_extraction", chain=(link,)))
+    assert "Compound failure" in html and "answer:c/q1/qa.answer#0" in html
+    assert "no fix short of the gold answer" in html and "&lt;b&gt;" in html  # escaped
+    assert "Compound failure" not in _why(failed, _blame(False, 1))

@@ -75,6 +75,7 @@ details.q>summary::before{content:"▸";color:var(--muted);width:10px}details.q[
 .reason.none{border-color:#cbd5e1;color:var(--muted)}
 .cf{font-weight:600;white-space:nowrap}.cf.yes{color:#047857}.cf.no{color:#b45309}
 .cf.na{color:var(--muted);font-weight:400}
+.chain{font-size:13px;margin:0 0 8px;padding:6px 10px;border-left:3px solid #b45309;background:#fffbeb}.chain ol{margin:4px 0 0 18px;padding:0}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:3px 14px;margin:0;font-size:13px}
 dl.facts dt{color:var(--muted);font-size:11.5px;text-transform:uppercase;letter-spacing:.05em;padding-top:2px}
 dl.facts dd{margin:0;overflow-wrap:anywhere}

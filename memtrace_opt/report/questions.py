@@ -155,10 +155,24 @@ def _why(f: FailedQuestion, b: BlameSignal | None) -> str:
     help_ = ERROR_HELP.get(b.error_type, "")
     return (f"<div class='reason' style='--c:{error_color(b.error_type)}'><div class='rtitle'>"
             f"{error_tag(b.error_type)} <span class='muted'>{esc(help_)}</span></div><p>{esc(b.reason)}</p>"
+            f"{_chain(b)}"
             f"<div class='rmeta'>blamed op <code>{esc(b.op_id or '—')}</code> · {target} · {cf}<br>"
             f"<span class='muted'>method {esc(b.method)} · confidence {num(b.confidence, 2)} · "
             f"{count(b.cost.llm_calls)} LLM calls · {duration(b.cost.seconds)} · {count(b.cost.replays)} replays"
             f"</span></div></div>")
+
+
+def _chain(b: BlameSignal) -> str:
+    """A compound failure's later faults: what is still wrong once the blamed op is corrected."""
+    if not b.chain:
+        return ""
+    outcome = {True: "correcting it too rescues the answer", False: "still wrong with it corrected too",
+               None: "no fix short of the gold answer"}
+    items = "".join(f"<li>{error_tag(link.error_type)} <code>{esc(link.op_id or '—')}</code> · "
+                    + (f"prompt <code>{esc(link.prompt_component)}</code>" if link.prompt_component else "no prompt")
+                    + f" · {esc(outcome[link.rescued])}<br><span class='muted'>{esc(link.reason)}</span></li>"
+                    for link in b.chain)
+    return f"<div class='chain'>Compound failure, then at fault once this op is corrected:<ol>{items}</ol></div>"
 
 
 def _facts(f: FailedQuestion) -> str:

@@ -160,3 +160,25 @@ def test_a_replay_that_cannot_find_an_op_is_raised_not_recorded_as_unverified(in
     monkeypatch.setattr(ops, "REGISTRY", {})
     with pytest.raises(UnknownOperationError):
         attributor(inj.overrides).attribute(ic.graph, ic.case)
+
+
+def test_a_record_shaped_after_another_takes_the_evidence_messages_provenance():
+    source = {"speaker": "Tom", "text": "I live in Leeds.", "date": "1 May 2024", "turn_id": "D1:2"}
+    spoken = [{"speaker": "Priya", "text": "I adopted a cat.", "date": "8 May 2024", "turn_id": "D2:1"}]
+    (_, new) = inject_text(spoken, "Tom: I live in Leeds.", source=source)
+    assert new == {"speaker": "Tom", "text": "I live in Leeds.", "date": "1 May 2024", "turn_id": "D1:2"}
+    docs = [{"unit": "u3", "text": "Priya: I adopted a cat.", "turn_ids": ["D2:1"], "date": "8 May 2024"}]
+    (new_doc, _) = add_record(docs, "Tom: I live in Leeds.", source)
+    assert new_doc == {"unit": "u3", "text": "Tom: I live in Leeds.", "turn_ids": ["D1:2"], "date": "1 May 2024"}
+    # without a source the template's fields stay (the old behaviour, for restored units that carry their own)
+    assert inject_text(spoken, "x")[1]["turn_id"] == "D2:1"
+
+
+def test_the_arbiters_evidence_record_shows_the_message_once_with_its_own_date(recorded):
+    from memtrace_opt.attribution.counterfactual import evidence_fix
+
+    case = next(c for c in collect_cases(recorded) if c.qa_id == "q1")
+    overrides, start = evidence_fix(recorded, case, ["message:D1:2@1"])
+    (context,) = overrides.op_outputs[start].values()
+    assert context[0]["date"] == "1 May 2024"
+    assert context[0]["text"] == "Tom: home: I live in Leeds near the canal."  # no "[date]" inside the text too

@@ -22,7 +22,7 @@ from memtrace_opt.attribution.text import content_tokens, value_items, value_tex
 from memtrace_opt.lm.base import LMClient
 
 __all__ = ["CascadeJudge", "ContentJudge", "Fact", "Holding", "LLMContentJudge", "TokenJudge", "make_fact",
-           "meaning_changed", "said_by_other", "without_other_speakers"]
+           "meaning_changed", "message_source", "said_by_other", "without_other_speakers"]
 
 
 @dataclass(frozen=True)
@@ -205,6 +205,16 @@ def turn_of(fact_id: str) -> str | None:
     """The dialogue turn a fact's evidence message is (``message:D1:8@1`` → ``D1:8``), else None."""
     name = fact_id.split("@", 1)[0]
     return name.removeprefix("message:") if name.startswith("message:") else None
+
+
+def message_source(fact_id: str, value: Any) -> dict[str, str]:
+    """Who said an evidence message, what, when and in which turn (the fields a record built to carry it
+    should take from it); empty fields are left out."""
+    if not isinstance(value, dict):
+        return {"turn_id": turn_of(fact_id) or ""} if turn_of(fact_id) else {}
+    out = {"speaker": value.get("speaker"), "text": value.get("text"),
+           "date": value.get("date") or value.get("date_time"), "turn_id": value.get("turn_id") or turn_of(fact_id)}
+    return {k: str(v) for k, v in out.items() if v}
 
 
 def from_source(fact: Fact, value: Any) -> list[Any] | None:

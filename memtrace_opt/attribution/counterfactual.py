@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, cast
 
 from memtrace_opt.attribution.blame import MEMORY_ERROR_TYPES, BlameSignal, ChainedFault
-from memtrace_opt.attribution.content import ContentJudge, TokenJudge
+from memtrace_opt.attribution.content import ContentJudge, TokenJudge, message_source
 from memtrace_opt.attribution.cost import CostMeter
 from memtrace_opt.attribution.failures import FailureCase, build_case, case_qa
 from memtrace_opt.attribution.tracing import Candidate, TracingAttributor, blame_from, dedup_candidates
@@ -66,33 +66,36 @@ class Verdict:
     graph: MemoryGraph | None = field(default=None, repr=False, compare=False)
 
 
-def inject_text(value: Any, text: str, *, template: Any = None) -> Any:
+def inject_text(value: Any, text: str, *, template: Any = None, source: Mapping[str, str] | None = None) -> Any:
     """``value`` with ``text`` added in its own shape: one more list item, one more line, a longer text field.
 
     An empty list gives no shape to copy; ``template`` (an item of the same op's output elsewhere in
-    the run) does.
+    the run) does. A record made from another record must not keep that record's provenance: with
+    ``source`` (the evidence message's speaker, text, date and turn, :func:`message_source`) the new
+    record takes those fields from the message, not from the record it was shaped after.
     """
     if isinstance(value, list):
         model = value[0] if value else template
         if isinstance(model, dict):
-            return [*value, _record_like(model, text)]
+            return [*value, _record_like(model, text, source)]
         return [*value, text]
     if isinstance(value, dict):
         for key in ("facts", "memories", "records", "items"):
             if isinstance(value.get(key), list):
-                return {**value, key: inject_text(value[key], text)}
+                return {**value, key: inject_text(value[key], text, source=source)}
         return _record_like(value, f"{_dict_text(value)}\n{text}".strip())
     if isinstance(value, str) or value is None:
         return f"{value or ''}\n{text}".strip()
     return value
 
 
-def add_record(context: Any, unit_value: Any) -> Any:
-    """``context`` (a list of records, or a text) with the unit ``unit_value`` added first."""
+def add_record(context: Any, unit_value: Any, source: Mapping[str, str] | None = None) -> Any:
+    """``context`` (a list of records, or a text) with the unit ``unit_value`` added first (``source``: as in
+    :func:`inject_text`)."""
     text = unit_value.get("text", "") if isinstance(unit_value, dict) else str(unit_value)
     if isinstance(context, list):
         if context and isinstance(context[0], dict):
-            rec = _record_like(context[0], text)
+            rec = _record_like(context[0], text, source)
             if isinstance(unit_value, dict):
                 rec.update({k: v for k, v in unit_value.items() if k in context[0]})
             return [rec, *context]
@@ -102,10 +105,24 @@ def add_record(context: Any, unit_value: Any) -> Any:
     return inject_text(context, text)
 
 
-def _record_like(template: dict[str, Any], text: str) -> dict[str, Any]:
+def _record_like(template: dict[str, Any], text: str, source: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A copy of ``template`` saying ``text``; with ``source``, its speaker, date and turn are the message's
+    (a record that names its speaker apart gets the message's own text, not the speaker-prefixed line)."""
     rec = copy.deepcopy(template)
     key = next((k for k in ("text", "memory", "content", "fact") if k in rec), "text")
-    rec[key] = text
+    src = source or {}
+    if "speaker" in rec and src.get("speaker") and src.get("text"):
+        rec["speaker"], rec[key] = src["speaker"], src["text"]
+    else:
+        rec[key] = text
+    if src.get("turn_id"):
+        if "turn_id" in rec:
+            rec["turn_id"] = src["turn_id"]
+        if "turn_ids" in rec:
+            rec["turn_ids"] = [src["turn_id"]]
+    for date_key in ("date", "date_time"):
+        if date_key in rec and src.get("date"):
+            rec[date_key] = src["date"]
     return rec
 
 
@@ -121,7 +138,8 @@ def build_fix(graph: MemoryGraph, case: FailureCase, cand: Candidate) -> tuple[O
         role, vid = _content_output(graph, op_id)
         if role is None or vid is None:
             return None
-        new = inject_text(graph.value(vid), cand.fix["text"], template=_item_template(graph, op_id, role))
+        new = inject_text(graph.value(vid), cand.fix["text"], template=_item_template(graph, op_id, role),
+                          source=cand.fix.get("source"))
         return Overrides(op_outputs={op_id: {role: new}}), op_id
     if kind == "restore":
         return _restore(graph, case, cand)
@@ -143,8 +161,14 @@ def evidence_fix(graph: MemoryGraph, case: FailureCase, message_ids: list[str]) 
     if role is None or vid is None:
         return None
     value = graph.value(vid)
+    dated = isinstance(value, list) and bool(value) and isinstance(value[0], dict) and "date" in value[0]
     for mid in reversed(message_ids):
-        value = add_record(value, _message_line(graph.value(mid)))
+        message = graph.value(mid)
+        source = message_source(mid, message)
+        # a record with its own date field shows the message's date there, not twice
+        line = _message_line({k: v for k, v in message.items() if k not in ("date", "date_time")}) if (
+            dated and isinstance(message, dict)) else _message_line(message)
+        value = add_record(value, line, source)
     return Overrides(op_outputs={target: {role: value}}), target
 
 

@@ -30,7 +30,7 @@ from typing import Any, Mapping
 
 from memtrace_opt.attribution.answer_match import carries_gold, names_part_of_gold
 from memtrace_opt.attribution.blame import MEMORY_ERROR_TYPES, BlameSignal
-from memtrace_opt.attribution.content import ContentJudge, Fact, Holding, TokenJudge, make_fact
+from memtrace_opt.attribution.content import ContentJudge, Fact, Holding, TokenJudge, make_fact, message_source
 from memtrace_opt.attribution.cost import CostMeter, MeteredLM
 from memtrace_opt.attribution.evidence import EmbedFn, default_embed, starting_points
 from memtrace_opt.attribution.failures import FailureCase
@@ -265,7 +265,7 @@ class _Stages:
                     return Candidate("ExtractionError", op_id, op.time,
                                      f"unit {unit} holds the evidence {fact.id}, but {op_id} wrote a copy without it "
                                      f"({copies[0]}) into the store retrieval searches", fact.id,
-                                     {"kind": "inject", "text": _fact_line(g, fact)})
+                                     _inject_fix(g, fact))
         return None
 
     def _passes_records(self, op: Operation) -> bool:
@@ -297,7 +297,7 @@ class _Stages:
             op_id = extraction[0] if extraction else readers[0] if readers else None
         return Candidate("ExtractionError", op_id, self._time(op_id),
                          f"the evidence {fact.id} ({short(fact.text, 80)!r}) never reached any memory unit",
-                         fact.id, {"kind": "inject", "text": _fact_line(g, fact)})
+                         fact.id, _inject_fix(g, fact))
 
     def _degradations(self, fact: Fact, holders: list[str], later: list[Fact]) -> list[Candidate]:
         """(b)/(c): transitions of holder units from holding to not holding, earliest first (units that
@@ -409,6 +409,12 @@ def necessary_facts(facts: list[Fact], case: FailureCase) -> set[str]:
     if not bearing or not gold <= covered or case.meta.get("category") == "multi-hop":
         return {f.id for f in facts}
     return {f.id for f in bearing}
+
+
+def _inject_fix(graph: MemoryGraph, fact: Fact) -> dict[str, Any]:
+    """The fix of a lost fact: its line put into the op's output, in a record made from its own message."""
+    source = message_source(fact.id, graph.value(fact.id) if fact.id in graph.variables else None)
+    return {"kind": "inject", "text": _fact_line(graph, fact), "source": source}
 
 
 def _fact_line(graph: MemoryGraph, fact: Fact) -> str:

@@ -89,8 +89,10 @@ def reflective_records(
 ) -> list[dict[str, Any]]:
     """The records ``component`` is shown under feedback ``mode``."""
     if mode == "attributed":
-        return [_attributed(t) for t in traces if t.failed and t.blame and t.blame.error_type
-                and t.blame.prompt_component == component]
+        blamed = [t for t in traces if t.failed and t.blame and t.blame.error_type]
+        return [_attributed(t) if t.blame.prompt_component == component else _chained(t, component)
+                for t in blamed if t.blame is not None
+                and component in (t.blame.prompt_component, *t.blame.chained_components)]
     if mode == "unattributed":
         return [_unattributed(t) for t in traces if t.failed]
     if mode == "answer_feedback":
@@ -114,6 +116,23 @@ def _attributed(t: CaseTrace) -> dict[str, Any]:
     if not inputs:
         inputs = {"question": t.question}
     return {"Inputs": inputs, "Generated Outputs": outputs or t.prediction, "Feedback": feedback}
+
+
+def _chained(t: CaseTrace, component: str) -> dict[str, Any]:
+    """The record of a compound failure for a later link's component: its op, and what it did wrong once
+    the earlier fault was corrected."""
+    blame = t.blame
+    assert blame is not None
+    link = next(link for link in blame.chain if link.prompt_component == component)
+    inputs, outputs = _op_io(t.graph, link.op_id, focus=f"{t.question} {t.gold}")
+    hint = ERROR_HINTS.get(link.error_type, "")
+    feedback = (
+        f"This step was also at fault. An earlier step lost the evidence ({blame.error_type}: {blame.reason}); "
+        f"with that corrected, this step still gave a wrong final answer. Error type: {link.error_type}"
+        f"{f' ({hint})' if hint else ''}.\nWhy: {link.reason}\n{_outcome_text(t)}"
+    )
+    return {"Inputs": inputs or {"question": t.question}, "Generated Outputs": outputs or t.prediction,
+            "Feedback": feedback}
 
 
 def _unattributed(t: CaseTrace) -> dict[str, Any]:

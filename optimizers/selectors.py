@@ -4,7 +4,8 @@ GEPA calls ``selector(state, trajectories, subsample_scores, candidate_idx, cand
 rewrites only the names it returns; every other component stays byte-identical.
 
 - :class:`BlamedSelector` (attributed): only components blamed this round, narrowed to those blamed
-  for a failure in the current minibatch when there are any.
+  for a failure in the current minibatch when there are any (a compound failure's chain counts: both
+  halves of it are rewritten in the same step).
 - :class:`AllSelector` (unattributed ablation): every target component, every step.
 - :class:`RoundRobinSelector` (answer_feedback baseline): one target component per step, in turn.
 """
@@ -27,8 +28,9 @@ class BlamedSelector:
     def __call__(self, state: Any, trajectories: Sequence[Any], subsample_scores: Sequence[float],
                  candidate_idx: int, candidate: dict[str, str]) -> list[str]:
         allowed = [c for c in self.components if c in candidate]
-        blamed_now = {t.blame.prompt_component for t in trajectories
-                      if isinstance(t, CaseTrace) and t.failed and t.blame is not None and t.blame.error_type}
+        blamed_now = {c for t in trajectories
+                      if isinstance(t, CaseTrace) and t.failed and t.blame is not None and t.blame.error_type
+                      for c in (t.blame.prompt_component, *t.blame.chained_components)}
         narrowed = [c for c in allowed if c in blamed_now]
         return narrowed or allowed
 

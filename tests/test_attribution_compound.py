@@ -147,3 +147,23 @@ def test_attribute_table_shows_chained_failures_apart():
     console.print(summary_table(payload))
     text = console.export_text()
     assert "0 (+1 compound)" in text and "1 compound failure(s)" in text
+
+
+def test_a_compound_failure_brings_its_chained_component_into_the_step_and_its_records():
+    from dataclasses import replace
+
+    from memtrace_opt.graph import MemoryGraph
+    from memtrace_opt.optimizers import BlamedSelector
+    from memtrace_opt.optimizers.feedback import reflective_records
+
+    link = ChainedFault("ResponseError", "answer:q1/qa#0", "question_answering", "context held it, said 'No'")
+    blame = replace(_signal("c/q1", "extract"), chain=(link,))
+    t = CaseTrace(QACase("c", "q1"), "Where?", "Leeds", "No", 0.0, "WRONG", MemoryGraph(), blame)
+    sel = BlamedSelector(["extract", "update", "question_answering"])
+    candidate = {"extract": "a", "update": "b", "question_answering": "c"}
+    assert sel(None, [t], [0.0], 0, candidate) == ["extract", "question_answering"]
+    (record,) = reflective_records("attributed", [t], "question_answering")
+    assert "also at fault" in record["Feedback"] and "said 'No'" in record["Feedback"]
+    assert [r["Feedback"].startswith("This step caused") for r in reflective_records("attributed", [t], "extract")] \
+        == [True]
+    assert reflective_records("attributed", [t], "update") == []

@@ -4,7 +4,8 @@ Two measurements, each a ratio against the current configuration taken in the sa
 
 - :func:`measure_speculation`: one traced system run per speculative-decoding mode (the first is
   the baseline), with seconds per ingested turn, LM seconds and generation tokens/s per op kind,
-  and whether every op output is identical to the baseline's (speculation must not change text at
+  the share of drafted tokens the model accepted per op kind (when the LM logs its drafts), and
+  whether every op output is identical to the baseline's (speculation must not change text at
   temperature 0).
 - :func:`measure_scoped_replay`: a changed ingestion prompt scored on a few questions by full
   replay and by scoped replay (:mod:`memtrace_opt.graph.replay`): LM calls, executed ops, seconds,
@@ -23,7 +24,8 @@ from typing import Any, Callable, Mapping, Sequence
 from memtrace_opt.graph import MemoryGraph, Overrides, replay
 from memtrace_opt.lm.base import LMClient
 
-__all__ = ["differing_outputs", "measure_scoped_replay", "measure_speculation", "op_kind_stats"]
+__all__ = ["add_draft_acceptance", "differing_outputs", "measure_scoped_replay", "measure_speculation",
+           "op_kind_stats"]
 
 
 def op_kind_stats(graph: MemoryGraph) -> dict[str, dict[str, float]]:
@@ -45,6 +47,25 @@ def op_kind_stats(graph: MemoryGraph) -> dict[str, dict[str, float]]:
         row["cached_prompt_share"] = (round(row["reused_prompt_tokens"] / row["prompt_tokens"], 3)
                                       if row["prompt_tokens"] else 0.0)
     return dict(out)
+
+
+def add_draft_acceptance(ops: dict[str, dict[str, Any]], graph: MemoryGraph,
+                         log: Sequence[tuple[int, int]]) -> bool:
+    """Add each op kind's drafted tokens, accepted ones and acceptance rate to ``ops`` (``op_kind_stats``'s
+    rows) from ``log``, the LM's per-call ``(drafted, accepted)`` in call order, matched to the graph's
+    uncached LM calls in execution order. False (nothing added) when the counts do not match: a
+    figure read off a misaligned log would be wrong, not approximate."""
+    calls = [op.name for op in sorted(graph.ops.values(), key=lambda o: o.time) for c in op.lm_calls if not c.cached]
+    if len(calls) != len(log):
+        return False
+    for name, (drafted, accepted) in zip(calls, log):
+        row = ops[name]
+        row["drafted_tokens"] = row.get("drafted_tokens", 0) + drafted
+        row["accepted_draft_tokens"] = row.get("accepted_draft_tokens", 0) + accepted
+    for row in ops.values():
+        if row.get("drafted_tokens"):
+            row["draft_acceptance"] = round(row["accepted_draft_tokens"] / row["drafted_tokens"], 3)
+    return True
 
 
 def _ingest_lm_seconds(graph: MemoryGraph) -> float:
@@ -77,6 +98,9 @@ def measure_speculation(system: str, conversation: Any, qas: Sequence[Any], make
         ingest_s = _ingest_lm_seconds(run.graph)
         rows[mode] = {"wall_s": round(wall, 2), "ingest_lm_s": round(ingest_s, 2),
                       "seconds_per_turn": round(ingest_s / max(1, turns), 3), "ops": op_kind_stats(run.graph)}
+        log = getattr(lm, "draft_log", None)
+        if log is not None:
+            rows[mode]["draft_log_matched"] = add_draft_acceptance(rows[mode]["ops"], run.graph, list(log))
     base = modes[0]
     for mode in modes:
         diffs = differing_outputs(graphs[base], graphs[mode])

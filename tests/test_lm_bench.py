@@ -41,3 +41,31 @@ def test_scoped_replay_measurement_costs_less_and_agrees_with_full_replay():
     assert result["scoped"]["lm_calls"] < result["full"]["lm_calls"]
     assert result["ratio_lm_calls"] < 0.5 and result["same_answers"] is True
     assert result["scoped"]["kept_out_of_scope"] == 3 and result["full"]["kept_out_of_scope"] == 0
+
+
+class DraftingTaskLM(TaskLM):
+    """The task LM logging a draft per call as the embedded model does: extraction drafts copy well."""
+
+    def __init__(self, convs):
+        super().__init__(convs)
+        self.draft_log = []
+
+    def chat(self, messages, **kw):
+        extraction = messages[-1]["content"].startswith("Message: ")
+        self.draft_log.append((10, 7) if extraction else (4, 1))
+        return super().chat(messages, **kw)
+
+
+def test_draft_acceptance_is_read_per_op_kind_and_refused_when_the_log_does_not_line_up():
+    from memtrace_opt.lm_bench import add_draft_acceptance
+
+    convs = conversations()
+    conv = convs[0]
+    result = measure_speculation(SYSTEM, conv, list(conv.qa), lambda mode: DraftingTaskLM(convs), ["draft"], turns=4)
+    row = result["modes"]["draft"]
+    assert row["draft_log_matched"] is True
+    extract = row["ops"]["looptest.extract"]
+    assert (extract["drafted_tokens"], extract["accepted_draft_tokens"], extract["draft_acceptance"]) == (40, 28, 0.7)
+    assert all(r["draft_acceptance"] == 0.25 for name, r in row["ops"].items() if name != "looptest.extract")
+    ops = {name: {} for name in row["ops"]}
+    assert add_draft_acceptance(ops, result["graph"], [(1, 1)]) is False and ops == {name: {} for name in ops}

@@ -12,7 +12,9 @@ is needed, and at temperature 0 only drafts the model would have produced are ac
 output text is the same. It pays where outputs copy text (Mem0's update decision re-lists every
 memory; extraction quotes turns); elsewhere drafts are rejected and cost a little. ``ngram_mod``
 learns n-grams across calls; ``ngram_simple`` looks up the current prompt (settings measured in
-shared/NOTES.md: n=3, m=16, one hit).
+shared/NOTES.md: n=3, m=16, one hit). ``draft`` drafts with the smaller model of the same family (the
+0.5B tier, same tokenizer) instead: it guesses text no earlier n-gram holds, at the price of running a
+second model; ``draft+ngram_mod`` tries both.
 
 xllamacpp also opens an HTTP listener on 127.0.0.1 (random port). It is protected with a random
 API key generated here and never stored on the Python object, so other local users cannot drive
@@ -30,7 +32,7 @@ from typing import Any
 
 from memtrace_opt.errors import LMError
 from memtrace_opt.lm.base import LMResult
-from memtrace_opt.lm.embedded_model import embedded_model_id, ensure_model
+from memtrace_opt.lm.embedded_model import embedded_model_id, ensure_model, tier_of
 
 __all__ = ["SPECULATIVE_MODES", "EmbeddedLlama", "LazyEmbedded", "get_embedded"]
 
@@ -39,7 +41,11 @@ __all__ = ["SPECULATIVE_MODES", "EmbeddedLlama", "LazyEmbedded", "get_embedded"]
 _PROMPT_CACHE_MIB = 512
 
 #: The speculative-decoding modes a config may name (``models.<role>.speculative``).
-SPECULATIVE_MODES = ("none", "ngram_mod", "ngram_simple")
+SPECULATIVE_MODES = ("none", "ngram_mod", "ngram_simple", "draft", "draft+ngram_mod")
+#: The draft model's tier for ``draft`` speculation (same family and tokenizer as every larger tier).
+DRAFT_TIER = "qwen-0.5b"
+#: Tokens drafted per step, at most and at least, and the draft's minimum token probability to go on.
+_DRAFT_N_MAX, _DRAFT_N_MIN, _DRAFT_P_MIN = 16, 0, 0.75
 
 _registry: dict[tuple[str, int, str], EmbeddedLlama] = {}
 _registry_lock = threading.Lock()
@@ -54,7 +60,17 @@ def _speculate(params: Any, mode: str) -> None:
     if mode == "none":
         return
     kinds = xllamacpp.common_speculative_type
-    if mode == "ngram_mod":
+    if mode.startswith("draft"):
+        if Path(params.model.path).name == tier_of(DRAFT_TIER).filename:
+            raise LMError(f"speculative mode {mode!r} drafts with {DRAFT_TIER}: it cannot speed up {DRAFT_TIER} itself")
+        draft = params.speculative.draft
+        draft.mparams.path = str(ensure_model(DRAFT_TIER))
+        draft.n_max, draft.n_min, draft.p_min = _DRAFT_N_MAX, _DRAFT_N_MIN, _DRAFT_P_MIN
+        draft.cpuparams.n_threads = params.cpuparams.n_threads
+        draft.cpuparams_batch.n_threads = params.cpuparams_batch.n_threads
+        params.speculative.types = [kinds.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE] + (
+            [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_MOD] if mode.endswith("ngram_mod") else [])
+    elif mode == "ngram_mod":
         params.speculative.types = [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_MOD]
     else:
         params.speculative.types = [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
@@ -134,6 +150,9 @@ class EmbeddedLlama:
         self.model_id = embedded_model_id(tier)
         self.model_path = ensure_model(tier, cache_dir=cache_dir)
         self._call_lock = threading.Lock()
+        #: Per call, in call order: (tokens drafted, drafted tokens the model accepted); (0, 0) without
+        #: speculation. What ``bench-lm`` reads the acceptance rate per op kind from.
+        self.draft_log: list[tuple[int, int]] = []
         started = time.perf_counter()
         self._server = _load_server(self.model_path, n_ctx=n_ctx, threads=self.threads, speculative=speculative)
         self.load_s = time.perf_counter() - started
@@ -175,6 +194,8 @@ class EmbeddedLlama:
             except Exception as exc:  # xllamacpp raises ValueError on malformed requests
                 raise LMError(f"{self.model_id}: the request was rejected: {exc}") from exc
             latency = time.perf_counter() - started
+            timings = (response.get("timings") or {}) if isinstance(response, dict) else {}
+            self.draft_log.append((int(timings.get("draft_n", 0)), int(timings.get("draft_n_accepted", 0))))
         return self._to_result(response, latency)
 
     def _to_result(self, response: Any, latency: float) -> LMResult:

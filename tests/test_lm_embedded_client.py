@@ -29,6 +29,7 @@ def client(reply) -> EmbeddedLlama:
     lm.speculative = "none"
     lm._call_lock = threading.Lock()
     lm._server = FakeServer(reply)
+    lm.draft_log = []
     return lm
 
 
@@ -76,3 +77,25 @@ def test_closed_model_refuses_calls():
 def test_prompt_tokens_reused_from_the_kv_cache_are_reported(extra, reused):
     result = client({**OK, **extra}).chat(user("x"))
     assert result.reused_prompt_tokens == reused and result.to_dict()["reused_prompt_tokens"] == reused
+
+
+def test_each_call_logs_its_drafts_in_order():
+    lm = client({**OK, "timings": {"draft_n": 16, "draft_n_accepted": 13}})
+    lm.chat(user("a"))
+    lm._server.reply = OK  # no speculation reported
+    lm.chat(user("b"))
+    assert lm.draft_log == [(16, 13), (0, 0)]
+
+
+def test_draft_speculation_refuses_to_draft_for_the_draft_model_itself():
+    import xllamacpp
+
+    from memtrace_opt.lm.embedded import DRAFT_TIER, _speculate
+    from memtrace_opt.lm.embedded_model import tier_of
+
+    params = xllamacpp.CommonParams()
+    params.model.path = f"/models/{tier_of(DRAFT_TIER).filename}"
+    with pytest.raises(LMError, match="cannot speed up qwen-0.5b itself"):
+        _speculate(params, "draft")
+    with pytest.raises(LMError, match="unknown speculative mode"):
+        _speculate(params, "draft+ngram_simple")

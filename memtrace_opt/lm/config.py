@@ -29,9 +29,10 @@ class ModelConfig(BaseModel):
     max_tokens: int = Field(512, ge=1, le=32768)
     n_ctx: int = Field(8192, ge=512)
     threads: int | None = Field(None, ge=1)
-    #: Embedded only: llama.cpp n-gram speculative decoding (same text at temperature 0; faster
-    #: where outputs copy text, see ``memtrace-opt bench-lm``). ``none``, ``ngram_mod``, ``ngram_simple``.
-    speculative: Literal["none", "ngram_mod", "ngram_simple"] = "none"
+    #: Embedded only: llama.cpp speculative decoding (same text at temperature 0; faster where outputs
+    #: copy text, see ``memtrace-opt bench-lm``). ``none``, ``ngram_mod``, ``ngram_simple``, ``draft`` (the
+    #: 0.5B tier drafts), ``draft+ngram_mod``.
+    speculative: Literal["none", "ngram_mod", "ngram_simple", "draft", "draft+ngram_mod"] = "none"
     #: Served only (litellm, openai_compatible): seconds to wait for one reply, and how often a 429, a 5xx
     #: or a refused connection is retried (exponential backoff from ``backoff_s``, full jitter, Retry-After
     #: honoured) before the run stops with one line naming host, status and model.

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from memtrace_opt.attribution.blame import MEMORY_ERROR_TYPES, BlameSignal
-from memtrace_opt.attribution.content import turn_of
+from memtrace_opt.attribution.content import message_source, turn_of
 from memtrace_opt.attribution.text import content_tokens
 from memtrace_opt.graph import MemoryGraph
 from memtrace_opt.graph.queries import lineage
@@ -177,27 +177,30 @@ def mine_bootstrap_demos(traces: Iterable[CaseTrace]) -> DemoPools:
     return pools
 
 
-def _evidence_text(graph: MemoryGraph, blame: BlameSignal) -> str:
-    texts = []
+def _evidence_values(graph: MemoryGraph, blame: BlameSignal) -> list[tuple[str, Any]]:
+    """``(ref, value)`` of each evidence message of the blame present in ``graph``."""
+    out = []
     for ref in blame.evidence:
         var = graph.variables.get(ref) or (graph.variables.get(graph.latest_id(ref)) if ref in graph.latest else None)
         if var is not None:
-            value = var.value
-            texts.append(value.get("text", "") if isinstance(value, Mapping) else str(value))
+            out.append((ref, var.value))
+    return out
+
+
+def _evidence_text(graph: MemoryGraph, blame: BlameSignal) -> str:
+    texts = [value.get("text", "") if isinstance(value, Mapping) else str(value)
+             for _, value in _evidence_values(graph, blame)]
     return "\n".join(t for t in texts if t)
 
 
 def _evidence_records_of(graph: MemoryGraph, blame: BlameSignal) -> list[dict[str, Any]]:
-    """The blame's evidence messages as context records (text, date, source turn)."""
+    """The blame's evidence messages as context records (text with its speaker, date, source turn)."""
     out = []
-    for ref in blame.evidence:
-        var = graph.variables.get(ref) or (graph.variables.get(graph.latest_id(ref)) if ref in graph.latest else None)
-        if var is None or not isinstance(var.value, Mapping) or not var.value.get("text"):
-            continue
-        value = var.value
-        speaker = f"{value['speaker']}: " if value.get("speaker") else ""
-        out.append({"text": f"{speaker}{value['text']}", "date": value.get("date") or value.get("date_time") or "",
-                    "turn_id": turn_of(ref) or ""})
+    for ref, value in _evidence_values(graph, blame):
+        src = message_source(ref, value)
+        if src.get("text"):
+            speaker = f"{src['speaker']}: " if src.get("speaker") else ""
+            out.append({"text": f"{speaker}{src['text']}", "date": src.get("date", ""), "turn_id": src.get("turn_id", "")})
     return out
 
 
@@ -205,12 +208,12 @@ def _chain_repairs(t: CaseTrace, blame: BlameSignal) -> list[Demo]:
     """Demos for a compound failure's ResponseError links: the answer op's inputs with the evidence the
     upstream fix delivered, and the gold answer (none when the evidence cannot be shown)."""
     graph, out = t.graph, []
+    added = _evidence_records_of(graph, blame) if blame.chain else []
+    if not added:
+        return out
     for link in blame.chain:
         op = graph.ops.get(link.op_id or "")
         if link.error_type != "ResponseError" or op is None or op.prompt is None or not link.prompt_component:
-            continue
-        added = _evidence_records_of(graph, blame)
-        if not added:
             continue
         out.append(Demo(op.prompt.component, "repair", t.case.qa_id, op.name,
                         _render_inputs(graph, op.inputs, _focus(t), blame.evidence, added), t.gold,

@@ -104,18 +104,19 @@ def _outcome_text(t: CaseTrace) -> str:
     return f"Question: {t.question}\nCorrect answer: {t.gold}\nThe system answered: {t.prediction or '(nothing)'}"
 
 
+def _op_record(t: CaseTrace, op_id: str | None, error_type: str, lead: str, why: str) -> dict[str, Any]:
+    """One failure as seen from op ``op_id``: its inputs and outputs, and feedback opening with ``lead``."""
+    inputs, outputs = _op_io(t.graph, op_id, focus=f"{t.question} {t.gold}")
+    hint = ERROR_HINTS.get(error_type, "")
+    feedback = f"{lead} Error type: {error_type}{f' ({hint})' if hint else ''}.\nWhy: {why}\n{_outcome_text(t)}"
+    return {"Inputs": inputs or {"question": t.question}, "Generated Outputs": outputs or t.prediction,
+            "Feedback": feedback}
+
+
 def _attributed(t: CaseTrace) -> dict[str, Any]:
     blame = t.blame
-    assert blame is not None
-    inputs, outputs = _op_io(t.graph, blame.op_id, focus=f"{t.question} {t.gold}")
-    hint = ERROR_HINTS.get(blame.error_type, "")
-    feedback = (
-        f"This step caused a wrong final answer. Error type: {blame.error_type}"
-        f"{f' ({hint})' if hint else ''}.\nWhy: {blame.reason}\n{_outcome_text(t)}"
-    )
-    if not inputs:
-        inputs = {"question": t.question}
-    return {"Inputs": inputs, "Generated Outputs": outputs or t.prediction, "Feedback": feedback}
+    assert blame is not None and blame.error_type is not None
+    return _op_record(t, blame.op_id, blame.error_type, "This step caused a wrong final answer.", blame.reason)
 
 
 def _chained(t: CaseTrace, component: str) -> dict[str, Any]:
@@ -124,15 +125,9 @@ def _chained(t: CaseTrace, component: str) -> dict[str, Any]:
     blame = t.blame
     assert blame is not None
     link = next(link for link in blame.chain if link.prompt_component == component)
-    inputs, outputs = _op_io(t.graph, link.op_id, focus=f"{t.question} {t.gold}")
-    hint = ERROR_HINTS.get(link.error_type, "")
-    feedback = (
-        f"This step was also at fault. An earlier step lost the evidence ({blame.error_type}: {blame.reason}); "
-        f"with that corrected, this step still gave a wrong final answer. Error type: {link.error_type}"
-        f"{f' ({hint})' if hint else ''}.\nWhy: {link.reason}\n{_outcome_text(t)}"
-    )
-    return {"Inputs": inputs or {"question": t.question}, "Generated Outputs": outputs or t.prediction,
-            "Feedback": feedback}
+    lead = (f"This step was also at fault. An earlier step lost the evidence ({blame.error_type}: {blame.reason}); "
+            f"with that corrected, this step still gave a wrong final answer.")
+    return _op_record(t, link.op_id, link.error_type, lead, link.reason)
 
 
 def _unattributed(t: CaseTrace) -> dict[str, Any]:

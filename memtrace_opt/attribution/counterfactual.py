@@ -164,11 +164,9 @@ def evidence_fix(graph: MemoryGraph, case: FailureCase, message_ids: list[str]) 
     dated = isinstance(value, list) and bool(value) and isinstance(value[0], dict) and "date" in value[0]
     for mid in reversed(message_ids):
         message = graph.value(mid)
-        source = message_source(mid, message)
-        # a record with its own date field shows the message's date there, not twice
-        line = _message_line({k: v for k, v in message.items() if k not in ("date", "date_time")}) if (
-            dated and isinstance(message, dict)) else _message_line(message)
-        value = add_record(value, line, source)
+        if dated and isinstance(message, dict):  # the record's own date field shows the date, not the line too
+            message = {k: v for k, v in message.items() if k not in ("date", "date_time")}
+        value = add_record(value, _message_line(message), message_source(mid, graph.value(mid)))
     return Overrides(op_outputs={target: {role: value}}), target
 
 
@@ -349,15 +347,14 @@ class CounterfactualAttributor:
             if (nxt is None or nxt.error_type not in MEMORY_ERROR_TYPES or nxt.op_id is None or nxt.op_id not in graph.ops
                     or (nxt.op_id, nxt.error_type) == (previous.op_id, previous.error_type)):
                 break  # the fix did not carry past the fault it fixed, or what is left is no memory fault
-            component = graph.ops[nxt.op_id].prompt
+            prompt = graph.ops[nxt.op_id].prompt
+            component = prompt.component if prompt else None
             fix = build_fix(graph, now, nxt)
             if fix is None:  # a ResponseError: no fix short of handing over the gold answer
-                links.append(ChainedFault(nxt.error_type, nxt.op_id, component.component if component else None,
-                                          nxt.reason))
+                links.append(ChainedFault(nxt.error_type, nxt.op_id, component, nxt.reason))
                 break
             step = self._verify(graph, now, nxt, fix, meter, base=overrides)
-            links.append(ChainedFault(nxt.error_type, nxt.op_id, component.component if component else None,
-                                      nxt.reason, step.rescued))
+            links.append(ChainedFault(nxt.error_type, nxt.op_id, component, nxt.reason, step.rescued))
             if step.rescued is not False:
                 break
             graph, previous, overrides = step.graph, nxt, merge_overrides(overrides, fix[0])

@@ -116,12 +116,37 @@ class SplitConfig(_Section):
 
 class SystemConfig(_Section):
     """``name``: a registered memory system (``memtrace-opt systems`` lists them); ``module``: a user
-    module to import first, which registers its system (``pkg.my_memory``)."""
+    module to import first, which registers its system (``pkg.my_memory``).
+
+    ``seed``: where the prompts start. ``project``: the system's own defaults; ``published``: the
+    texts the system's library ships (:mod:`memtrace_opt.systems.published`), filled into ``prompts``
+    here, so every consumer of the config (eval, the loop, the report's diffs) starts from them.
+    ``prompts`` given in the file override either seed, component by component.
+    """
 
     module: str | None = None  # validated before name: importing it registers the system
     name: str = Field(min_length=1)
+    seed: Literal["project", "published"] = "project"
     settings: dict[str, Any] = Field(default_factory=dict)
     prompts: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("seed")
+    @classmethod
+    def _published_exists(cls, seed: str, info: ValidationInfo) -> str:
+        from memtrace_opt.systems.published import published_sources
+
+        name = info.data.get("name")
+        if seed == "published" and name and not published_sources(name):
+            raise ValueError(f"system {name!r} has no published prompts on PyPI to start from; use seed: project")
+        return seed
+
+    @model_validator(mode="after")
+    def _published_seed(self) -> SystemConfig:
+        if self.seed == "published":
+            from memtrace_opt.systems.published import published_prompts
+
+            self.prompts = {**published_prompts(self.name), **self.prompts}
+        return self
 
     @field_validator("module")
     @classmethod

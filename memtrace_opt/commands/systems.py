@@ -12,13 +12,18 @@ import typer
 
 
 def describe_systems() -> list[dict[str, Any]]:
-    """``[{name, module, prompts, settings, answer_op, ops, ops_without_prompt, unoptimizable_lm_ops}]``, by name.
+    """``[{name, module, prompts, published_seed, settings, answer_op, ops, ops_without_prompt,
+    unoptimizable_lm_ops}]``, by name.
+
+    ``published_seed`` maps each component ``system: {seed: published}`` replaces to the package text
+    it is read from (empty: the system ships none).
 
     ``ops`` are the operations registered by the system's module (the shared answer op included when
     it is the system's); ``ops_without_prompt`` cannot be optimized if they call an LM;
     ``unoptimizable_lm_ops`` are those this process has seen calling one (see ``OpContext.chat``).
     """
     from memtrace_opt.graph.ops import REGISTRY, UNOPTIMIZABLE_LM_OPS
+    from memtrace_opt.systems.published import published_sources
     from memtrace_opt.systems.registry import get_system, system_names
 
     out = []
@@ -27,6 +32,7 @@ def describe_systems() -> list[dict[str, Any]]:
         ops = sorted(n for n, spec in REGISTRY.items()
                      if spec.fn.__module__.startswith(cls.__module__) or n == cls.answer_op)
         out.append({"name": name, "module": cls.__module__, "prompts": sorted(cls.prompts()),
+                    "published_seed": published_sources(name),
                     "settings": cls.settings_model().model_dump(mode="json"), "answer_op": cls.answer_op,
                     "ops": ops, "ops_without_prompt": [n for n in ops if REGISTRY[n].prompt is None],
                     "unoptimizable_lm_ops": sorted(set(ops) & UNOPTIMIZABLE_LM_OPS)})
@@ -47,9 +53,10 @@ def register(app: typer.Typer) -> None:
 
         described = describe_systems()
         table = Table(title="memory systems")
-        for column in ("system", "prompt components", "default settings"):
+        for column in ("system", "prompt components", "published seed (seed: published)", "default settings"):
             table.add_column(column)
         for row in described:
             settings = ", ".join(f"{k}={v}" for k, v in (row.get("settings") or {}).items())
-            table.add_row(row["name"], ", ".join(row.get("prompts") or []), settings or "-")
+            published = ", ".join(sorted(row.get("published_seed") or {})) or "-"
+            table.add_row(row["name"], ", ".join(row.get("prompts") or []), published, settings or "-")
         Reporter(as_json=as_json).result(described, table)

@@ -9,6 +9,12 @@ rules (a temperature-0.7 sample is not cached and differs on every run); a rule 
 existing rule or instruction line is dropped (:func:`is_restated`), so is one whose condition holds
 for every input of the step (:func:`generic_condition`), and the rule list is edited by
 small deltas (add one, drop the oldest past a cap), never rewritten whole.
+
+A rule about *this* case's people cannot fire on another conversation, and the split is
+conversation-disjoint, so such a rule can only pass a minibatch by luck: the 1.5B writes "If the step
+receives a question about Tom's dietary preferences, …" although the template forbids it. Speaker names
+of the record become "a person" (:func:`generalize_names`); a rule still naming another proper noun of
+the case (a place, a pet) is dropped.
 """
 
 from __future__ import annotations
@@ -20,8 +26,8 @@ from typing import Any, Mapping, Sequence
 from memtrace_opt.attribution.text import content_tokens
 from memtrace_opt.lm.base import LMClient
 
-__all__ = ["RULE_TEMPLATE", "RuleProposal", "extract_rule", "generic_condition", "is_restated", "propose_rules",
-           "update_rules"]
+__all__ = ["RULE_TEMPLATE", "RuleProposal", "extract_rule", "generalize_names", "generic_condition", "is_restated",
+           "propose_rules", "update_rules"]
 
 RULE_TEMPLATE = """A step "{component}" of an LLM memory system follows this instruction:
 <<<
@@ -94,6 +100,32 @@ def generic_condition(rule: str, instruction: str) -> bool:
     return bool(condition) and condition <= content_tokens(first, drop=_FILLER)
 
 
+_NAME = re.compile(r"\b([A-Z][a-z]+)(?:'s)?\b")
+_SPEAKER = re.compile(r"(?:^|\]\s*|\n\s*)([A-Z][a-z]+):", re.M)
+#: Capitalised words that are not a case's names (calendar words, sentence openers).
+_NOT_NAMES = frozenset(
+    "If It The A An When Then Otherwise Always Never Do Use Answer Reply I Monday Tuesday Wednesday Thursday Friday "
+    "Saturday Sunday January February March April May June July August September October November December".split())
+
+
+def generalize_names(rule: str, case_text: str, instruction: str) -> tuple[str, list[str]]:
+    """``(rule with the case's speakers as "a person", the other case names it still holds)``.
+
+    A name is a capitalised word of the rule that ``case_text`` (the rendered record) also holds and
+    the instruction does not; speakers are the names that open a line of the record (``Tom: …``).
+    """
+    own = set(_NAME.findall(instruction))
+    in_case = set(_NAME.findall(case_text))
+    names = [n for n in dict.fromkeys(_NAME.findall(rule)) if n in in_case and n not in own and n not in _NOT_NAMES]
+    speakers = set(_SPEAKER.findall(case_text))
+    out = rule
+    for name in names:
+        if name in speakers:
+            out = re.sub(rf"\b{name}'s\b", "a person's", out)
+            out = re.sub(rf"\b{name}\b", "a person", out)
+    return out, [n for n in names if n not in speakers]
+
+
 def _render_record(record: Mapping[str, Any], max_chars: int = 1500) -> str:
     parts = []
     for key in ("Inputs", "Generated Outputs", "Feedback"):
@@ -117,11 +149,14 @@ def propose_rules(lm: LMClient, component: str, instruction: str, known: Sequenc
             prompt = RULE_TEMPLATE.format(component=component, instruction=instruction,
                                           record=_render_record(record), variant=variant)
             reply = lm.chat([{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=temperature)
-            rule = extract_rule(reply.text)
+            rule, names = generalize_names(extract_rule(reply.text), _render_record(record), instruction)
             if not rule:
                 out.append(RuleProposal(component, "", False, "no 'If …, should …' rule in the reply", reply.text[:400]))
             elif len(rule) > 240:
                 out.append(RuleProposal(component, rule, False, "too long", reply.text[:400]))
+            elif names:
+                out.append(RuleProposal(component, rule, False, f"names this case's {', '.join(names)} "
+                                        "(a rule must carry to other conversations)", reply.text[:400]))
             elif is_restated(rule, seen):
                 out.append(RuleProposal(component, rule, False, "restates an existing rule", reply.text[:400]))
             elif generic_condition(rule, instruction):

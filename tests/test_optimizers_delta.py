@@ -18,7 +18,9 @@ from memtrace_opt.optimizers.demos import (
     Demo, mine_bootstrap_demos, mine_repair_demos, mine_unattributed_demos, select_demos,
 )
 from memtrace_opt.prompt_parts import EXAMPLES_HEADER, RULES_HEADER, split_prompt
-from memtrace_opt.optimizers.rules import extract_rule, generic_condition, is_restated, propose_rules, update_rules
+from memtrace_opt.optimizers.rules import (
+    extract_rule, generalize_names, generic_condition, is_restated, propose_rules, update_rules,
+)
 from memtrace_opt.systems.base import QA_PROMPT
 from tests.test_loop_fixtures import (
     PROMPTS, QA_MAGIC, SEED_QA, ReflectionLM, TaskLM, accounted, backend, conversations, qa_blamer,
@@ -154,6 +156,35 @@ def test_a_rule_whose_condition_holds_for_every_input_is_dropped():
     record = {"Inputs": {"question": "q"}, "Generated Outputs": "x", "Feedback": "wrong"}
     [dropped] = propose_rules(accounted(Generic(), "reflection"), QA_PROMPT, instruction, [], [record], samples=1)
     assert not dropped.kept and dropped.reason == "its condition holds for every input of the step"
+
+
+CASE = {"Inputs": {"context": "[4 March, 2024] Tom: I live in Leeds and I am vegetarian.\n[20 April, 2024] Priya: Hi Tom",
+                   "question": "Is Tom vegetarian?"},
+        "Generated Outputs": "Yes", "Feedback": "wrong: gold 'No, not anymore'"}
+
+
+def test_a_rule_about_the_cases_speaker_is_generalized_to_a_person():
+    from memtrace_opt.optimizers.rules import _render_record
+
+    text = _render_record(CASE)
+    rule, names = generalize_names("If the step receives a question about Tom's diet, it should trust Tom's "
+                                   "latest memory.", text, "You answer questions.")
+    assert rule == "If the step receives a question about a person's diet, it should trust a person's latest memory."
+    assert names == []
+    # a calendar word or a word of the instruction is no name of the case
+    assert generalize_names("If the step receives a March date, it should use it.", text, "Answer.")[1] == []
+
+
+def test_a_rule_naming_a_place_of_the_case_is_dropped():
+    class Specific(ReflectionLM):
+        def chat(self, messages, **kw):
+            from memtrace_opt.lm.base import LMResult
+            return LMResult(text="If the step receives a question about Tom in Leeds, it should answer Leeds.",
+                            model=self.model_id)
+
+    [dropped] = propose_rules(accounted(Specific(), "reflection"), QA_PROMPT, "You answer questions.", [], [CASE],
+                              samples=1)
+    assert not dropped.kept and "Leeds" in dropped.reason and "Tom" not in dropped.rule
 
 
 def test_delta_proposer_alternates_demo_sets_and_rules_and_renders_them_visibly():

@@ -8,7 +8,7 @@ The public API, by layer (imports flow downward):
 - graph: :class:`MemoryGraph`, :class:`Tracer`, :func:`operation`, :class:`New`, :class:`Next`,
   :class:`End`, :class:`Overrides`, :func:`replay`, :func:`save_json`, :func:`load_json`, :func:`validate`;
 - systems: :class:`MemorySystem`, :func:`get_system`, :func:`system_names`, :func:`run_conversation`,
-  :func:`make_rerun`;
+  :func:`make_rerun`, :func:`published_prompts` (the seed ``system.seed: published`` starts from);
 - attribution: :class:`BlameSignal`;
 - runs: :func:`evaluate`, :func:`attribute`, :func:`optimize`, :func:`compare` (over a config file or
   a RunConfig; ``lms=`` replaces the configured models; :mod:`memtrace_opt.testing` has a ScriptedLM);
@@ -69,6 +69,7 @@ _EXPORTS: dict[str, str] = {
     "system_names": "memtrace_opt.systems.registry",
     "run_conversation": "memtrace_opt.systems.runner",
     "make_rerun": "memtrace_opt.systems.runner",
+    "published_prompts": "memtrace_opt.systems.published",
     # attribution and report
     "BlameSignal": "memtrace_opt.attribution.blame",
     "ChainedFault": "memtrace_opt.attribution.blame",

@@ -17,7 +17,7 @@ def test_an_interrupted_command_exits_130_and_says_so(monkeypatch, capsys):
 
 def test_a_normal_command_still_exits_0(capsys):
     assert main(["data", "stats", "--dataset", "mini", "--json"]) == 0
-    assert '"conversations": 3' in capsys.readouterr().out
+    assert '"conversations": 9' in capsys.readouterr().out
 
 
 def test_sigint_to_a_real_process_exits_130(tmp_path):

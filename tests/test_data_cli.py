@@ -25,13 +25,13 @@ def test_stats_prints_the_locomo_counts(capsys):
 
 def test_stats_on_the_bundled_mini_set(capsys):
     assert main(["data", "stats", "--dataset", "mini", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["qa"] == 18
+    assert json.loads(capsys.readouterr().out)["qa"] == 54
 
 
 def test_stats_prints_a_table_by_default(capsys):
     assert main(["data", "stats", "--dataset", "mini"]) == 0
     out = capsys.readouterr().out
-    assert "mini dataset" in out and "qa_scored" in out and "single-hop: 6" in out
+    assert "mini dataset" in out and "qa_scored" in out and "single-hop: 18" in out
 
 
 def test_bad_path_is_one_line_and_exit_2(tmp_path, capsys):

@@ -23,8 +23,8 @@ def ds():
 
 def test_shape_is_small_enough_for_a_cpu_model(ds):
     stats = dataset_stats(ds)
-    assert stats["conversations"] == 3 and stats["qa"] == stats["qa_scored"] == 18
-    assert 60 <= stats["turns"] <= 90
+    assert stats["conversations"] == 9 and stats["qa"] == stats["qa_scored"] == 54
+    assert 180 <= stats["turns"] <= 230
     for conv in ds.conversations:
         assert len(conv.speakers) == 2 and 3 <= len(conv.sessions) <= 4
         assert all(6 <= len(s.turns) <= 8 for s in conv.sessions)
@@ -50,8 +50,12 @@ def test_every_question_kind_is_covered_in_each_conversation(ds):
                 assert len({conv.turn(e).session for e in qa.evidence}) >= 2
 
 
+DAYS_AGO = {"yesterday": 1, "two days ago": 2, "three days ago": 3}
+
+
 def test_temporal_answers_need_the_session_date(ds):
-    """The evidence says "last Saturday"/"last Sunday"; the gold is that day, before the session."""
+    """The evidence says "last Saturday" or "yesterday", "three days ago"; the gold is that day,
+    counted back from the session's date."""
     for conv in ds.conversations:
         for qa in (q for q in conv.qa if q.category == "temporal"):
             (ev,) = qa.evidence
@@ -59,8 +63,13 @@ def test_temporal_answers_need_the_session_date(ds):
             assert not find_dates(turn.text), "the turn itself must not give the date"
             (gold,) = [d.as_date() for d in find_dates(qa.answer)]
             session_day = parse_datetime(turn.date).date()
+            text = turn.text.lower()
+            back = [n for phrase, n in DAYS_AGO.items() if phrase in text]
+            if back:
+                assert (session_day - gold).days == back[0], qa.id
+                continue
             weekday = gold.strftime("%A").lower()
-            assert f"last {weekday}" in turn.text.lower()
+            assert f"last {weekday}" in text, qa.id
             assert before_windows(f"the {weekday} before {session_day:%d %B %Y}") == [(gold, gold)]
 
 

@@ -1,7 +1,7 @@
 """The bundled mini dataset and its (deliberately strict) loader.
 
 LoCoMo cannot ship with the project (CC BY-NC) and a full conversation takes hours on a CPU, so
-the quickstart runs on three short conversations written for this project (``mini/mini.json``).
+the quickstart runs on nine short conversations written for this project (``mini/mini.json``).
 The format is a plain transcription of the data model; users may write their own files in it.
 Unlike the benchmark loaders this one tolerates nothing: every evidence id must name a turn,
 every flag and category must be known, so a typo in a hand-written file fails loudly.

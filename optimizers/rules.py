@@ -101,23 +101,27 @@ def generic_condition(rule: str, instruction: str) -> bool:
 
 
 _NAME = re.compile(r"\b([A-Z][a-z]+)(?:'s)?\b")
+#: A capitalised word inside a sentence (after a lower-case word or a comma): a name, not an opener.
+_MID_SENTENCE_NAME = re.compile(r"(?<=[a-z,;] )([A-Z][a-z]+)\b")
 _SPEAKER = re.compile(r"(?:^|\]\s*|\n\s*)([A-Z][a-z]+):", re.M)
-#: Capitalised words that are not a case's names (calendar words, sentence openers).
+#: Capitalised words that are not a case's names (calendar words, the record's own labels).
 _NOT_NAMES = frozenset(
-    "If It The A An When Then Otherwise Always Never Do Use Answer Reply I Monday Tuesday Wednesday Thursday Friday "
-    "Saturday Sunday January February March April May June July August September October November December".split())
+    "If It The A An When Then Otherwise Always Never Do Use Answer Reply I Not Yes No Inputs Generated Outputs "
+    "Feedback Correct Memories Question Monday Tuesday Wednesday Thursday Friday Saturday Sunday January "
+    "February March April May June July August September October November December".split())
 
 
 def generalize_names(rule: str, case_text: str, instruction: str) -> tuple[str, list[str]]:
     """``(rule with the case's speakers as "a person", the other case names it still holds)``.
 
-    A name is a capitalised word of the rule that ``case_text`` (the rendered record) also holds and
-    the instruction does not; speakers are the names that open a line of the record (``Tom: …``).
+    A name of the case is a speaker (a word opening a line of the record, ``Tom: …``) or a capitalised
+    word the record uses inside a sentence ("moved to Leeds"); a rule word is one when the
+    instruction does not use it too.
     """
     own = set(_NAME.findall(instruction))
-    in_case = set(_NAME.findall(case_text))
-    names = [n for n in dict.fromkeys(_NAME.findall(rule)) if n in in_case and n not in own and n not in _NOT_NAMES]
     speakers = set(_SPEAKER.findall(case_text))
+    in_case = speakers | set(_MID_SENTENCE_NAME.findall(case_text))
+    names = [n for n in dict.fromkeys(_NAME.findall(rule)) if n in in_case and n not in own and n not in _NOT_NAMES]
     out = rule
     for name in names:
         if name in speakers:

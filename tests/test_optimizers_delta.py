@@ -171,8 +171,11 @@ def test_a_rule_about_the_cases_speaker_is_generalized_to_a_person():
                                    "latest memory.", text, "You answer questions.")
     assert rule == "If the step receives a question about a person's diet, it should trust a person's latest memory."
     assert names == []
-    # a calendar word or a word of the instruction is no name of the case
+    # a calendar word, a sentence opener of the record or a word of the instruction is no name of the case
     assert generalize_names("If the step receives a March date, it should use it.", text, "Answer.")[1] == []
+    opener = _render_record({**CASE, "Feedback": "wrong. Gold: Not mentioned in the conversation"})
+    assert generalize_names('If nothing matches, it should reply "Not mentioned".', opener, "Answer.") == (
+        'If nothing matches, it should reply "Not mentioned".', [])
 
 
 def test_a_rule_naming_a_place_of_the_case_is_dropped():

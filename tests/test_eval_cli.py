@@ -147,3 +147,18 @@ def test_shipped_configs_load():
             assert cfg.system.name == system and cfg.dataset.name == data
             if data == "locomo":
                 assert cfg.dataset.conversations == ["conv-26"] and cfg.dataset.max_sessions == 3
+
+
+def test_quickstart_split_has_questions_enough_to_select_and_to_hold_out():
+    """Six validation questions could never tell a candidate from the seed: the quickstart selects on
+    at least 12 and holds out at least 24, on disjoint conversations of the bundled mini set."""
+    from memtrace_opt.data import load_dataset
+
+    cfg = load_config(CONFIGS / "quickstart.yaml")
+    per_conversation = {c.id: len(c.qa) for c in load_dataset("mini").conversations}
+    split = cfg.split
+    assert split is not None
+    roles = (split.optimize, split.validation, split.heldout)
+    assert len({c for role in roles for c in role}) == sum(len(role) for role in roles)
+    assert sum(per_conversation[c] for c in split.validation) >= 12
+    assert sum(per_conversation[c] for c in split.heldout) >= 24

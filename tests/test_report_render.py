@@ -250,3 +250,19 @@ def test_report_out_an_existing_directory_writes_into_it(tmp_path: Path, run_dir
     assert main(["report", str(run_dir), "--out", str(target)]) == 0
     assert [p.name for p in target.iterdir()] == ["report.html"]
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_header_says_when_the_prompts_started_from_the_published_seed(tmp_path: Path, run_dir: Path) -> None:
+    import yaml
+
+    root = tmp_path / "published"
+    shutil.copytree(run_dir, root, ignore=shutil.ignore_patterns("report.html"))
+    config_path = root / "config.yaml"
+    config = yaml.safe_load(config_path.read_text()) if config_path.exists() else {}
+    config.setdefault("system", {})["seed"] = "published"
+    config_path.write_text(yaml.safe_dump(config))
+    def header(html: str) -> str:
+        return html[html.index('<header class="top">'): html.index("</header>")]
+
+    assert "seed prompts <b>published</b>" in header(render_report(root).read_text())
+    assert "seed prompts" not in header(render_report(run_dir).read_text())

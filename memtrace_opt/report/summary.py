@@ -47,6 +47,8 @@ def header_html(data: RunData, title: str) -> str:
     s, usage = data.summary, data.lm_usage
     models = data.config.get("models") or {}
     meta = [f"system <b>{esc(data.system)}</b>"] if data.system else []
+    if (data.config.get("system") or {}).get("seed") == "published":  # where the prompts started, if not ours
+        meta.append("seed prompts <b>published</b>")
     if _dataset(data):
         meta.append(f"data <b>{esc(_dataset(data))}</b>")
     for role in ("task", "judge", "reflection"):

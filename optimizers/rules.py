@@ -148,12 +148,12 @@ def propose_rules(lm: LMClient, component: str, instruction: str, known: Sequenc
     out: list[RuleProposal] = []
     seen = list(known) + [ln for ln in instruction.splitlines() if ln.strip()]
     for record in records:
+        shown = _render_record(record)
         for k in range(samples):
             variant = "" if k == 0 else f"\n(Give a different rule than the obvious one: variant {k + 1}.)"
-            prompt = RULE_TEMPLATE.format(component=component, instruction=instruction,
-                                          record=_render_record(record), variant=variant)
+            prompt = RULE_TEMPLATE.format(component=component, instruction=instruction, record=shown, variant=variant)
             reply = lm.chat([{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=temperature)
-            rule, names = generalize_names(extract_rule(reply.text), _render_record(record), instruction)
+            rule, names = generalize_names(extract_rule(reply.text), shown, instruction)
             if not rule:
                 out.append(RuleProposal(component, "", False, "no 'If …, should …' rule in the reply", reply.text[:400]))
             elif len(rule) > 240:

@@ -26,10 +26,7 @@ from dataclasses import dataclass
 
 from memtrace_opt.errors import ConfigError
 
-__all__ = ["PublishedPrompt", "SEED_CHOICES", "published_prompts", "published_sources"]
-
-#: Values of ``system.seed``.
-SEED_CHOICES = ("project", "published")
+__all__ = ["PublishedPrompt", "published_prompts", "published_sources"]
 
 
 @dataclass(frozen=True)
@@ -48,10 +45,11 @@ def _mem0_answer() -> str:
 
 
 def _mem0_ingestion(component: str) -> Callable[[], str]:
+    """mem0's own ingestion prompt: the Mem0 system's defaults already are the published text."""
     def read() -> str:
-        from memtrace_opt.systems.mem0_prompts import default_prompts
+        from memtrace_opt.systems.registry import get_system
 
-        return default_prompts()[component]
+        return get_system("mem0").default_prompts[component]
     return read
 
 

@@ -19,13 +19,15 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-__all__ = ["EXAMPLES_HEADER", "RULES_HEADER", "PromptParts", "compose_prompt", "example_source_line", "split_prompt",
-           "seen_prompts", "withhold_examples"]
+__all__ = ["EXAMPLES_HEADER", "RULES_HEADER", "PromptParts", "WorkedExample", "compose_prompt", "example_source_line",
+           "parse_example", "split_prompt", "seen_prompts", "withhold_examples"]
 
 RULES_HEADER = "Rules learned from past mistakes:"
 EXAMPLES_HEADER = "Worked examples (input, then the correct output):"
 _EXAMPLE_SEP = "\n---\n"
 _SOURCE = re.compile(r"^Example from another conversation \((?P<conversation>[^\n]*)\):\n")
+_INPUT_ROLE = re.compile(r"^(?P<role>[a-z_][a-z0-9_]*):(?: (?P<text>.*))?$")
+_OUTPUT = "Correct output:"
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,49 @@ def split_prompt(text: str) -> PromptParts:
 def example_source_line(conversation_id: str) -> str:
     """The first line of a worked example cut from ``conversation_id`` (read back by :func:`withhold_examples`)."""
     return f"Example from another conversation ({conversation_id}):"
+
+
+@dataclass(frozen=True)
+class WorkedExample:
+    """One worked example read back: the op's inputs by role, the output it should give, its source."""
+
+    inputs: dict[str, str]
+    output: str
+    conversation: str = ""
+
+
+def parse_example(text: str) -> WorkedExample | None:
+    r"""A worked example as the demo miner renders it (an optional source line, ``Input:``, one
+    ``role: text`` entry per input — a multi-line value starts on the next line — then ``Correct output:``),
+    or None for text of another shape (a hand-written example stays prompt text).
+
+    An op reads its examples back to lay them out as it sees fit: the answer op shows them as prior
+    chat turns, the layout DSPy's adapters use, because a 1.5B model copies inline examples' content.
+
+    >>> ex = parse_example(example_source_line("c1") + "\nInput:\ncontext:\n- a\n- b\nquestion: q?\nCorrect output: a")
+    >>> ex.inputs, ex.output, ex.conversation
+    ({'context': '- a\n- b', 'question': 'q?'}, 'a', 'c1')
+    >>> parse_example("Q: q? A: a") is None
+    True
+    """
+    m = _SOURCE.match(text + "\n")
+    body = text[m.end():] if m else text
+    head, sep, output = body.rpartition("\n" + _OUTPUT)
+    if not sep or not head.startswith("Input:\n"):
+        return None
+    inputs: dict[str, list[str]] = {}
+    role = None
+    for line in head[len("Input:\n"):].splitlines():
+        found = _INPUT_ROLE.match(line)
+        if found and (found.group("text") is not None or not inputs.get(found.group("role"))):
+            role = found.group("role")
+            inputs[role] = [found.group("text")] if found.group("text") else []
+        elif role is None:
+            return None
+        else:
+            inputs[role].append(line)
+    return WorkedExample({r: "\n".join(v).strip() for r, v in inputs.items()}, output.strip(),
+                         m.group("conversation") if m else "")
 
 
 def withhold_examples(text: str, conversation_id: str | None) -> str:

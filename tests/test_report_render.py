@@ -219,6 +219,11 @@ def test_report_of_a_real_loop_run(tmp_path: Path) -> None:
     section = html[html.index("id='optimization'"):]
     final = state.final
     assert f"held-out accuracy <b>{final['seed_accuracy']:.1%} → {final['best_accuracy']:.1%}</b>" in section
+    # the paired effect, as the CLI prints it: gain, CI, p and the questions fixed and broken
+    cases = json.loads((tmp_path / "final.json").read_text())["cases"]
+    fixed = sum(c["best_score"] > c["seed_score"] for c in cases)
+    assert re.search(r"[+-]\d+\.\d points, paired bootstrap 95% CI \[[+-]\d+\.\d, [+-]\d+\.\d\], p = [01]\.\d{3} · "
+                     rf"{fixed} questions fixed, \d+ broken", section)
     assert section.count("<circle") == len(state.rounds) + 1  # the seed, then each round
     assert "<code>fact_extraction</code>" in section and "<code>memory_update</code>" not in section
     assert "Always check every memory before answering." in section

@@ -106,16 +106,9 @@ def register(app: typer.Typer) -> None:
 
 def _effect_line(run_dir: Path) -> str:
     """The held-out effect of the optimized prompts: paired gain with its 95% CI and p, questions fixed and broken."""
-    from memtrace_opt.loop.compare import compare_finals, load_final
+    from memtrace_opt.loop.compare import heldout_effect, load_final
 
-    final = load_final(run_dir)
-    row = compare_finals({str(run_dir): final})[0]
-    cases = final.get("cases") or []
-    fixed = sum(1 for c in cases if c["best_score"] > c["seed_score"])
-    broke = sum(1 for c in cases if c["best_score"] < c["seed_score"])
-    low, high = row.gain_ci
-    return (f"effect: {100 * row.gain:+.1f} points, paired bootstrap 95% CI [{100 * low:+.1f}, {100 * high:+.1f}], "
-            f"p = {row.p_value:.3f} · {fixed} questions fixed, {broke} broken")
+    return f"effect: {heldout_effect(load_final(run_dir)).text()}"
 
 
 def kept_nothing_line(state: Any) -> str:

@@ -8,6 +8,7 @@ from typing import Any, Iterable
 from memtrace_opt.attribution.blame import BlameSignal
 from memtrace_opt.graph.model import op_name
 from memtrace_opt.loop.artifacts import prompt_diff
+from memtrace_opt.loop.compare import heldout_effect
 from memtrace_opt.report.charts import line_chart, stacked_bars
 from memtrace_opt.report.collect import RunData
 from memtrace_opt.report.diff import diff_html, diff_stats
@@ -136,6 +137,8 @@ def _final_line(data: RunData) -> str:
         bits.append(f"held-out accuracy <b>{pct(f['seed_accuracy'])} → {pct(f['best_accuracy'])}</b> "
                     f"(<span class='{'plus' if delta >= 0 else 'minus'}'>{delta:+.1f} pp</span>, "
                     f"n={esc(f.get('n', '?'))})")
+        if f.get("cases"):
+            bits.append(esc(heldout_effect(f).text()))
     method = f.get("method") or (ck.get("plan") or {}).get("method")
     if method:
         bits.append(f"method <b>{esc(method)}</b>")

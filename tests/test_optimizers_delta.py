@@ -274,7 +274,9 @@ class RecordingTaskLM(TaskLM):
 
 
 def test_the_answer_op_puts_learned_rules_and_examples_after_the_memories():
-    """The instruction + memories prefix stays the seed's (KV-cache reuse); a plain prompt is sent as it was."""
+    """The instruction + memories prefix stays the seed's (KV-cache reuse); a plain prompt is sent as it was.
+    The example here is hand-written text, which stays inline; mined examples become chat turns
+    (tests/test_qa_example_turns.py)."""
     from memtrace_opt.prompt_parts import compose_prompt
 
     convs = conversations()

@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 __all__ = ["EXAMPLES_HEADER", "RULES_HEADER", "PromptParts", "WorkedExample", "compose_prompt", "example_source_line",
-           "parse_example", "split_prompt", "seen_prompts", "withhold_examples"]
+           "parse_example", "render_example", "split_prompt", "seen_prompts", "withhold_examples"]
 
 RULES_HEADER = "Rules learned from past mistakes:"
 EXAMPLES_HEADER = "Worked examples (input, then the correct output):"
 _EXAMPLE_SEP = "\n---\n"
 _SOURCE = re.compile(r"^Example from another conversation \((?P<conversation>[^\n]*)\):\n")
 _INPUT_ROLE = re.compile(r"^(?P<role>[a-z_][a-z0-9_]*):(?: (?P<text>.*))?$")
+_INPUT = "Input:"
 _OUTPUT = "Correct output:"
 
 
@@ -75,15 +76,24 @@ class WorkedExample:
     conversation: str = ""
 
 
+def render_example(inputs: Sequence[tuple[str, str]], output: str, conversation: str = "") -> str:
+    """A worked example as prompt text: an optional source line, ``Input:``, one ``role: text`` entry per
+    input (a value starting with a newline starts on the next line), then ``Correct output:``.
+    :func:`parse_example` reads it back."""
+    lines = [example_source_line(conversation)] if conversation else []
+    lines += [_INPUT] + [f"{role}:{'' if text.startswith(chr(10)) else ' '}{text}" for role, text in inputs]
+    lines.append(f"{_OUTPUT} {output}")
+    return "\n".join(lines)
+
+
 def parse_example(text: str) -> WorkedExample | None:
-    r"""A worked example as the demo miner renders it (an optional source line, ``Input:``, one
-    ``role: text`` entry per input — a multi-line value starts on the next line — then ``Correct output:``),
-    or None for text of another shape (a hand-written example stays prompt text).
+    r"""A worked example written by :func:`render_example`, or None for text of another shape (a
+    hand-written example stays prompt text) or with a role given twice.
 
     An op reads its examples back to lay them out as it sees fit: the answer op shows them as prior
     chat turns, the layout DSPy's adapters use, because a 1.5B model copies inline examples' content.
 
-    >>> ex = parse_example(example_source_line("c1") + "\nInput:\ncontext:\n- a\n- b\nquestion: q?\nCorrect output: a")
+    >>> ex = parse_example(render_example([("context", "\n- a\n- b"), ("question", "q?")], "a", "c1"))
     >>> ex.inputs, ex.output, ex.conversation
     ({'context': '- a\n- b', 'question': 'q?'}, 'a', 'c1')
     >>> parse_example("Q: q? A: a") is None
@@ -92,15 +102,17 @@ def parse_example(text: str) -> WorkedExample | None:
     m = _SOURCE.match(text + "\n")
     body = text[m.end():] if m else text
     head, sep, output = body.rpartition("\n" + _OUTPUT)
-    if not sep or not head.startswith("Input:\n"):
+    if not sep or not head.startswith(_INPUT + "\n"):
         return None
     inputs: dict[str, list[str]] = {}
     role = None
-    for line in head[len("Input:\n"):].splitlines():
+    for line in head[len(_INPUT) + 1:].splitlines():
         found = _INPUT_ROLE.match(line)
-        if found and (found.group("text") is not None or not inputs.get(found.group("role"))):
+        if found:
             role = found.group("role")
-            inputs[role] = [found.group("text")] if found.group("text") else []
+            if role in inputs:
+                return None
+            inputs[role] = [found.group("text") or ""]
         elif role is None:
             return None
         else:

@@ -36,7 +36,7 @@ from memtrace_opt.attribution.content import message_source, turn_of
 from memtrace_opt.attribution.text import content_tokens
 from memtrace_opt.graph import MemoryGraph
 from memtrace_opt.graph.queries import lineage
-from memtrace_opt.prompt_parts import example_source_line
+from memtrace_opt.prompt_parts import render_example
 from memtrace_opt.systems.base import approx_tokens
 from memtrace_opt.optimizers.cases import CaseTrace
 from memtrace_opt.optimizers.feedback import render_value
@@ -70,10 +70,7 @@ class Demo:
         its question's gold answer, and a candidate scored on the questions its demos were cut from
         would be scored on answers it was handed.
         """
-        lines = [example_source_line(self.conversation)] if self.conversation else []
-        lines += ["Input:"] + [f"{role}:{'' if text.startswith(chr(10)) else ' '}{text}" for role, text in self.inputs]
-        lines.append(f"Correct output: {self.output}")
-        return "\n".join(lines).replace("{", "(").replace("}", ")")
+        return render_example(self.inputs, self.output, self.conversation).replace("{", "(").replace("}", ")")
 
     @property
     def tokens(self) -> int:

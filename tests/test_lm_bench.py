@@ -69,3 +69,14 @@ def test_draft_acceptance_is_read_per_op_kind_and_refused_when_the_log_does_not_
     assert all(r["draft_acceptance"] == 0.25 for name, r in row["ops"].items() if name != "looptest.extract")
     ops = {name: {} for name in row["ops"]}
     assert add_draft_acceptance(ops, result["graph"], [(1, 1)]) is False and ops == {name: {} for name in ops}
+
+
+def test_bench_lm_refuses_a_changed_prompt_the_system_does_not_have_before_loading_a_model():
+    import pytest
+
+    from memtrace_opt.commands.bench_lm import run_bench_lm
+    from memtrace_opt.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="memcell_extraction") as info:
+        run_bench_lm(system="evermemos", modes=("none",), changed_prompt="question_answering")
+    assert "--changed-prompt" in str(info.value)

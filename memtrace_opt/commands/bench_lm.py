@@ -38,9 +38,10 @@ def _conversation(dataset: Optional[Path], conversation: Optional[str], sessions
 
 def run_bench_lm(*, system: str = "mem0", modes: tuple[str, ...] = ("none", "ngram_mod"), sessions: int = 1,
                  questions: int = 3, dataset: Optional[Path] = None, conversation: Optional[str] = None,
-                 model: str = "qwen-1.5b", threads: Optional[int] = None,
+                 model: str = "qwen-1.5b", threads: Optional[int] = None, changed_prompt: Optional[str] = None,
                  progress: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
     """Both measurements on the embedded model; the JSON-ready result (see the module docstring).
+    ``changed_prompt``: the ingestion prompt the scored candidate changes (default: the system's first).
     ``progress`` gets progress lines (None: silent)."""
     say = progress or (lambda message: None)
     from memtrace_opt.lm.embedded import SPECULATIVE_MODES, EmbeddedLlama
@@ -50,6 +51,11 @@ def run_bench_lm(*, system: str = "mem0", modes: tuple[str, ...] = ("none", "ngr
     bad = [m for m in modes if m not in SPECULATIVE_MODES]
     if bad or not modes:
         raise ConfigError("--modes", None, f"unknown mode {bad[0] if bad else ''!r}; choose from {SPECULATIVE_MODES}")
+    prompts = get_system(system).prompts()
+    ingestion = [c for c in prompts if c != "question_answering"]
+    if changed_prompt is not None and changed_prompt not in ingestion:
+        raise ConfigError("--changed-prompt", None, f"{system} has no prompt {changed_prompt!r} besides its answer prompt; "
+                          f"choose from {ingestion}")
     conv, turns = _conversation(dataset, conversation, sessions)
     qas = list(conv.scored_qa()[:questions])
     if not qas:
@@ -68,8 +74,6 @@ def run_bench_lm(*, system: str = "mem0", modes: tuple[str, ...] = ("none", "ngr
          f"modes {', '.join(modes)}")
     spec = measure_speculation(system, conv, qas, make_lm, modes, turns=turns)
     graph = spec.pop("graph")
-    prompts = get_system(system).prompts()
-    ingestion = [c for c in prompts if c != "question_answering"]
     result: dict[str, Any] = {
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
                     "load_average_1m": round(os.getloadavg()[0], 2)},
@@ -79,8 +83,9 @@ def run_bench_lm(*, system: str = "mem0", modes: tuple[str, ...] = ("none", "ngr
         result[f"{system}.speedup_per_turn.{mode}"] = row["speedup_per_turn"]
     if ingestion:
         lm = make_lm(modes[0])
-        changed = {ingestion[0]: prompts[ingestion[0]] + CHANGED_RULE}
-        say(f"bench-lm: scoring a changed {ingestion[0]} prompt on {len(qas)} question(s), scoped then full replay")
+        target = changed_prompt or ingestion[0]
+        changed = {target: prompts[target] + CHANGED_RULE}
+        say(f"bench-lm: scoring a changed {target} prompt on {len(qas)} question(s), scoped then full replay")
         scoped = measure_scoped_replay(system, conv, graph, qas, changed, lm)
         result["scoped_replay"] = scoped
         result["scoped_replay.ratio_to_full"] = scoped["ratio_lm_calls"]
@@ -103,6 +108,8 @@ def register(app: typer.Typer) -> None:
         = None,
         conversation: Annotated[Optional[str], typer.Option(help="Conversation id (default: the first).")] = None,
         threads: Annotated[Optional[int], typer.Option(min=1, help="Model threads (default: all cores).")] = None,
+        changed_prompt: Annotated[Optional[str], typer.Option(
+            help="Ingestion prompt the scored candidate changes (default: the system's first).")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
     ) -> None:
@@ -112,7 +119,7 @@ def register(app: typer.Typer) -> None:
         report = Reporter(quiet=quiet, as_json=as_json)
         result = run_bench_lm(system=system, modes=tuple(m.strip() for m in modes.split(",") if m.strip()),
                               sessions=sessions, questions=questions, dataset=dataset, conversation=conversation,
-                              threads=threads, progress=report.progress)
+                              threads=threads, changed_prompt=changed_prompt, progress=report.progress)
         report.result(result, *_lines(result))
         first = next(iter(result["speculation"]["modes"].values()), {})
         report.summary(f"bench-lm: {system}, {len(result['speculation']['modes'])} mode(s), baseline "

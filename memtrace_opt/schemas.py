@@ -255,6 +255,8 @@ def _check_final(p: dict[str, Any]) -> None:
     _number(p, "seed_accuracy", "seed_accuracy", optional=True)
     _number(p, "best_accuracy", "best_accuracy", optional=True)
     _number_map(p, "spend", "spend", optional=True)
+    _number_map(p, "optimization_spend", "optimization_spend", optional=True)
+    _get(p, "budget", dict, "budget", default={})
     _get(p, "changed_components", list, "changed_components", default=[])
     for i, entry in enumerate(_objects(_get(p, "audit", list, "audit", default=[]), "audit")):
         _number(entry, "accuracy", f"audit[{i}].accuracy")

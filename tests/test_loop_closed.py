@@ -116,6 +116,10 @@ def test_rollout_budget_stops_the_loop(tmp_path):
     assert "budget" in state.stop_reason and 0 < len(state.rounds) < 5
     heldout_rollouts = 2 * 3  # seed and best on the 3 held-out questions: reporting, not optimizing
     assert state.spend["rollouts"] - heldout_rollouts <= 60
+    final = json.loads((ctx.run_dir / "final.json").read_text())
+    assert final["budget"] == {"rollouts": 60, "llm_calls": None}
+    assert final["spend"]["rollouts"] - final["optimization_spend"]["rollouts"] == heldout_rollouts
+    assert final["optimization_spend"]["llm_calls"] < final["spend"]["llm_calls"]
 
 
 def test_llm_call_budget_stops_the_loop(tmp_path):

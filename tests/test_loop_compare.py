@@ -102,6 +102,7 @@ def test_optimize_and_compare_cli(tmp_path, capsys):
                      r"questions fixed, 0 broken", out)
     assert "baseline validation accuracy" in captured.err and "round 1/" in captured.err
     assert "method attributed (demos/rules/lines deltas) · budget 80 rollouts over 2 round(s) · seed 0" in captured.err
+    assert re.search(r"spent: \d+ optimization rollouts of a 80-rollout budget.* · 6 held-out evaluation rollouts", out)
     assert "held-out failures attributed:" in out
     assert "kept nothing" not in out  # the attributed run changed the prompt; `none` runs no round
     blame = json.loads((tmp_path / "runs" / "none" / "blame.json").read_text())
@@ -207,3 +208,32 @@ def test_a_run_that_kept_nothing_says_what_it_tried():
                            "on validation, the seed 16.7%")
     mipro = kept_nothing_line(SimpleNamespace(rounds=[SimpleNamespace(optimizer={}, val_score=0.5)], baseline_val=0.5))
     assert mipro.startswith("kept nothing: 1 round(s); the best round scored 50.0%")
+
+
+def test_spend_line_keeps_the_optimization_apart_from_the_heldout_pass_and_names_an_overshoot():
+    from memtrace_opt.loop.budget import spend_line
+
+    spend = {"rollouts": 192, "llm_calls": 182, "cached_calls": 38, "wall_s": 630.5}
+    over = {"spend": spend, "optimization_spend": {"rollouts": 144}, "budget": {"rollouts": 128}}
+    line = spend_line(over)
+    assert line.startswith("spent: 144 optimization rollouts of a 128-rollout budget (+16 past it")
+    assert "48 held-out evaluation rollouts" in line and "182 LM calls (38 cached), 630 s" in line
+    within = spend_line({**over, "optimization_spend": {"rollouts": 120}})
+    assert "past it" not in within and "72 held-out" in within
+    assert spend_line({"spend": spend}) == "spent: 192 rollouts in all, 182 LM calls (38 cached), 630 s"
+
+
+def test_compare_warns_when_methods_had_different_rollout_budgets():
+    seed, best = [0, 1, 0, 1], [1, 1, 0, 1]
+
+    def with_budget(method, budget, opt):
+        return {**final(method, seed, best), "budget": {"rollouts": budget}, "optimization_spend": {"rollouts": opt}}
+
+    rows = compare_finals({"a": with_budget("attributed", 128, 130), "u": with_budget("unattributed", 128, 120),
+                           "n": with_budget("none", 0, 4)})
+    assert not any(r.warnings for r in rows)
+    assert (rows[0].optimization_rollouts, rows[0].budget_rollouts) == (130, 128)
+    rows = compare_finals({"a": with_budget("attributed", 128, 130), "u": with_budget("unattributed", 300, 280)})
+    assert all("rollout budgets differ" in w for r in rows for w in r.warnings)
+    legacy = compare_finals({"a": final("attributed", seed, best)})[0]
+    assert legacy.optimization_rollouts is None and legacy.budget_rollouts is None

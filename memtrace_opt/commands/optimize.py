@@ -76,6 +76,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Attribute failures, optimize the blamed prompts, compare seed vs optimized on held-out questions."""
         from memtrace_opt.commands.console import Reporter
+        from memtrace_opt.loop.budget import spend_line
 
         report = Reporter(quiet=quiet, as_json=as_json)
         state, run_dir = run_optimize(config, method=method, resume=resume, out=out, tuning_from=tuning_from,
@@ -92,9 +93,7 @@ def register(app: typer.Typer) -> None:
             from memtrace_opt.loop.audit import audit_lines
 
             report.note("\n".join(audit_lines(final["audit"], final.get("seed_accuracy", 0.0))))
-        spend = state.spend
-        report.note(f"spent: {spend.get('rollouts', 0)} rollouts, {spend.get('llm_calls', 0)} LM calls "
-                    f"({spend.get('cached_calls', 0)} cached), {spend.get('wall_s', 0):.0f} s")
+        report.note(spend_line({**final, "spend": state.spend}))
         if attribute:
             _attribute_heldout(run_dir, report, ctx.obj)
         report.summary(

@@ -12,12 +12,12 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from memtrace_opt.lm.base import LMResult
 from memtrace_opt.lm.observe import observe_calls
 
-__all__ = ["LLMBudgetStopper", "Spend", "SpendMeter"]
+__all__ = ["LLMBudgetStopper", "Spend", "SpendMeter", "spend_line"]
 
 
 @dataclass
@@ -88,3 +88,29 @@ class LLMBudgetStopper:
 
     def __call__(self, gepa_state: Any = None) -> bool:
         return self.limit is not None and self.meter.total().llm_calls >= self.limit
+
+
+def spend_line(final: Mapping[str, Any]) -> str:
+    """What a finished run spent, in one line: the optimization's rollouts against the budget that bounds them,
+    apart from the held-out evaluation, which costs every method the same and no budget limits.
+
+    Why apart: the budget caps GEPA's share of each round, while the loop's own passes (a round's training
+    pass, validation of a winner, pruning) come on top; a total that mixed in the held-out pass looked like
+    a budget broken by half (the quickstart's 192 against 128). Runs written before the split have only the
+    total, and the line says so.
+    """
+    total = Spend.from_dict(final.get("spend") or {})
+    calls = f"{total.llm_calls} LM calls ({total.cached_calls} cached), {total.wall_s:.0f} s"
+    if "optimization_spend" not in final:
+        return f"spent: {total.rollouts} rollouts in all, {calls}"
+    optimization = Spend.from_dict(final["optimization_spend"])
+    heldout = total.rollouts - optimization.rollouts
+    budget = (final.get("budget") or {}).get("rollouts")
+    against = ""
+    if budget:
+        over = optimization.rollouts - int(budget)
+        against = f" of a {budget}-rollout budget" + (
+            f" (+{over} past it: the loop's training, validation and pruning passes come on top of GEPA's share)"
+            if over > 0 else "")
+    return f"spent: {optimization.rollouts} optimization rollouts{against} · {heldout} held-out evaluation " \
+           f"rollouts · {calls}"

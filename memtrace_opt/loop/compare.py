@@ -42,6 +42,10 @@ class CompareRow:
     changed: list[str] = field(default_factory=list)
     stop_reason: str | None = None
     warnings: list[str] = field(default_factory=list)
+    #: rollouts spent optimizing (``rollouts`` less the held-out evaluation) and the budget that bounds them;
+    #: None for runs written before final.json kept them apart
+    optimization_rollouts: int | None = None
+    budget_rollouts: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -114,6 +118,9 @@ def _row(name: str, final: Mapping[str, Any], n_boot: int, seed: int) -> Compare
         tokens=int(spend.get("prompt_tokens", 0)) + int(spend.get("completion_tokens", 0)),
         wall_s=float(spend.get("wall_s", 0.0)), changed=list(final.get("changed_components") or []),
         stop_reason=final.get("stop_reason"),
+        optimization_rollouts=(int(final["optimization_spend"].get("rollouts", 0))
+                               if isinstance(final.get("optimization_spend"), Mapping) else None),
+        budget_rollouts=(final.get("budget") or {}).get("rollouts"),
     )
 
 
@@ -131,6 +138,10 @@ def _flag_baselines(rows: list[CompareRow], finals: Mapping[str, Mapping[str, An
             warnings.append("held-out questions differ between runs of this system")
         if len({round(p.seed_accuracy, 9) for p in peers}) > 1:
             warnings.append("no-optimization baselines differ between runs of this system (settings or data)")
+        budgets = {p.budget_rollouts for p in peers if p.method != "none" and p.budget_rollouts is not None}
+        if r.method != "none" and len(budgets) > 1:
+            warnings.append(f"rollout budgets differ between methods of this system ({sorted(budgets)}): "
+                            "not an equal-budget comparison")
         out.append(CompareRow(**{**asdict(r), "gain_ci": r.gain_ci, "warnings": warnings}))
     return out
 
@@ -140,14 +151,21 @@ def render_table(rows: Sequence[CompareRow]) -> Any:
     from rich.table import Table
 
     table = Table(title="Held-out accuracy: optimized vs no optimization (same questions, paired)")
-    for col in ("system", "method", "n", "no-opt", "optimized", "gain [95% CI]", "p", "rollouts", "LM calls",
-                "tokens", "wall s", "changed"):
+    for col in ("system", "method", "n", "no-opt", "optimized", "gain [95% CI]", "p", "rollouts (opt/budget)",
+                "LM calls", "tokens", "wall s", "changed"):
         table.add_column(col, justify="left" if col in ("system", "method", "changed") else "right")
     for r in rows:
         table.add_row(
             r.system, r.method, str(r.n), f"{100 * r.seed_accuracy:.1f}", f"{100 * r.accuracy:.1f}",
             f"{100 * r.gain:+.1f} [{100 * r.gain_ci[0]:+.1f}, {100 * r.gain_ci[1]:+.1f}]", f"{r.p_value:.3f}",
-            str(r.rollouts), str(r.llm_calls), str(r.tokens), f"{r.wall_s:.0f}",
+            _rollouts_cell(r), str(r.llm_calls), str(r.tokens), f"{r.wall_s:.0f}",
             ", ".join(r.changed) or "-",
         )
     return table
+
+
+def _rollouts_cell(row: CompareRow) -> str:
+    """All rollouts, then the optimization's share against its budget where the run recorded them."""
+    if row.optimization_rollouts is None:
+        return str(row.rollouts)
+    return f"{row.rollouts} ({row.optimization_rollouts}/{row.budget_rollouts if row.budget_rollouts else '-'})"

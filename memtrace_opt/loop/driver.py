@@ -410,10 +410,13 @@ def _final(ctx: LoopContext, state: LoopState, backend: SystemBackend, meter: Sp
     info = {"method": ctx.plan.method, "system": state.system, "settings": state.settings,
             "rounds": len(state.rounds), "best_round": state.best_round, "stop_reason": state.stop_reason,
             "baseline_val": state.baseline_val, "best_val": state.best_val,
-            "heldout_conversations": [c.id for c in ctx.data.heldout]}
+            "heldout_conversations": [c.id for c in ctx.data.heldout],
+            "budget": {"rollouts": ctx.plan.max_metric_calls, "llm_calls": ctx.plan.max_llm_calls}}
+    optimization = meter.total()
     final = evaluate_heldout(heldout, ctx.data.heldout_cases(), seed=state.seed_candidate,
                              best=state.best_candidate, run_dir=ctx.run_dir, info=info)
     state.spend = final["spend"] = meter.total().to_dict()
+    final["optimization_spend"] = optimization.to_dict()
     _audit(ctx, state, heldout, final, meter)
     write_json(ctx.run_dir / FINAL_FILE, final)
     state.final = {k: v for k, v in final.items() if k not in ("cases", "audit")}

@@ -4,8 +4,9 @@ Two measurements, each a ratio against the current configuration taken in the sa
 
 - :func:`measure_speculation`: one traced system run per speculative-decoding mode (the first is
   the baseline), with seconds per ingested turn, LM seconds and generation tokens/s per op kind,
-  the share of drafted tokens the model accepted per op kind (when the LM logs its drafts), and
-  whether every op output is identical to the baseline's (speculation must not change text at
+  the share of drafted tokens the model accepted per op kind (when the LM logs its drafts), the
+  split of LM time into prefill and decoding with the speed-up bound it implies (when the LM logs
+  llama.cpp's timings), and whether every op output is identical to the baseline's (speculation must not change text at
   temperature 0).
 - :func:`measure_scoped_replay`: a changed ingestion prompt scored on a few questions by full
   replay and by scoped replay (:mod:`memtrace_opt.graph.replay`): LM calls, executed ops, seconds,
@@ -24,7 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 from memtrace_opt.graph import MemoryGraph, Overrides, replay
 from memtrace_opt.lm.base import LMClient
 
-__all__ = ["add_draft_acceptance", "differing_outputs", "measure_scoped_replay", "measure_speculation",
+__all__ = ["add_draft_acceptance", "add_prefill_decode_split", "differing_outputs", "measure_scoped_replay", "measure_speculation",
            "op_kind_stats"]
 
 
@@ -49,16 +50,23 @@ def op_kind_stats(graph: MemoryGraph) -> dict[str, dict[str, float]]:
     return dict(out)
 
 
+def _aligned(graph: MemoryGraph, log: Sequence[Any]) -> list[tuple[str, Any]] | None:
+    """``log`` (one entry per computed LM call, in call order) paired with the op name of each of the
+    graph's uncached LM calls in execution order; None when the counts differ: a figure read off a
+    misaligned log would be wrong, not approximate."""
+    calls = [op.name for op in sorted(graph.ops.values(), key=lambda o: o.time) for c in op.lm_calls if not c.cached]
+    return list(zip(calls, log)) if len(calls) == len(log) else None
+
+
 def add_draft_acceptance(ops: dict[str, dict[str, Any]], graph: MemoryGraph,
                          log: Sequence[tuple[int, int]]) -> bool:
     """Add each op kind's drafted tokens, accepted ones and acceptance rate to ``ops`` (``op_kind_stats``'s
-    rows) from ``log``, the LM's per-call ``(drafted, accepted)`` in call order, matched to the graph's
-    uncached LM calls in execution order. False (nothing added) when the counts do not match: a
-    figure read off a misaligned log would be wrong, not approximate."""
-    calls = [op.name for op in sorted(graph.ops.values(), key=lambda o: o.time) for c in op.lm_calls if not c.cached]
-    if len(calls) != len(log):
+    rows) from ``log``, the LM's per-call ``(drafted, accepted)`` in call order. False (nothing added)
+    when the log does not line up with the graph's computed calls (:func:`_aligned`)."""
+    pairs = _aligned(graph, log)
+    if pairs is None:
         return False
-    for name, (drafted, accepted) in zip(calls, log):
+    for name, (drafted, accepted) in pairs:
         row = ops[name]
         row["drafted_tokens"] = row.get("drafted_tokens", 0) + drafted
         row["accepted_draft_tokens"] = row.get("accepted_draft_tokens", 0) + accepted
@@ -66,6 +74,41 @@ def add_draft_acceptance(ops: dict[str, dict[str, Any]], graph: MemoryGraph,
         if row.get("drafted_tokens"):
             row["draft_acceptance"] = round(row["accepted_draft_tokens"] / row["drafted_tokens"], 3)
     return True
+
+
+def add_prefill_decode_split(ops: dict[str, dict[str, Any]], graph: MemoryGraph,
+                             log: Sequence[tuple[int, float, int, float]]) -> dict[str, Any] | None:
+    """Split each op kind's LM time into prefill (prompt tokens computed) and decoding (tokens generated)
+    from ``log``, the LM's per-call llama.cpp timings ``(prompt_n, prompt_s, predicted_n, predicted_s)``.
+
+    Why: speculation and batched decoding only shorten decoding. ``decode_share`` bounds what any of them
+    can gain (Amdahl: ``1 / (1 - decode_share)`` with decoding made free), and the ratio of prefill to
+    decoding tokens/s says how much a batch of drafted tokens costs against one decoded token on this
+    machine (near 1: verifying a draft is nearly as dear as generating it). Returns the run's totals
+    with those two figures, or None (nothing added) when the log does not line up with the graph.
+    """
+    pairs = _aligned(graph, log)
+    if pairs is None:
+        return None
+    keys = ("prefill_tokens", "prefill_s", "decode_tokens", "decode_s")
+    totals = dict.fromkeys(keys, 0.0)
+    for name, entry in pairs:
+        row = ops[name]
+        for key, value in zip(keys, entry):
+            row[key] = row.get(key, 0) + value
+            totals[key] += value
+    for row in [*ops.values(), totals]:
+        if not row.get("decode_s") and not row.get("prefill_s"):
+            continue
+        row["prefill_s"], row["decode_s"] = round(row["prefill_s"], 3), round(row["decode_s"], 3)
+        row["decode_share"] = round(row["decode_s"] / (row["prefill_s"] + row["decode_s"]), 3)
+        row["decode_free_bound"] = round(1 / (1 - row["decode_share"]), 2) if row["decode_share"] < 1 else None
+    totals["prefill_tokens"], totals["decode_tokens"] = int(totals["prefill_tokens"]), int(totals["decode_tokens"])
+    prefill_rate = totals["prefill_tokens"] / totals["prefill_s"] if totals["prefill_s"] else 0.0
+    decode_rate = totals["decode_tokens"] / totals["decode_s"] if totals["decode_s"] else 0.0
+    totals["prefill_tok_s"], totals["decode_tok_s"] = round(prefill_rate, 1), round(decode_rate, 1)
+    totals["prefill_to_decode_speed"] = round(prefill_rate / decode_rate, 2) if decode_rate else None
+    return totals
 
 
 def _ingest_lm_seconds(graph: MemoryGraph) -> float:
@@ -101,6 +144,9 @@ def measure_speculation(system: str, conversation: Any, qas: Sequence[Any], make
         log = getattr(lm, "draft_log", None)
         if log is not None:
             rows[mode]["draft_log_matched"] = add_draft_acceptance(rows[mode]["ops"], run.graph, list(log))
+        timings = getattr(lm, "timing_log", None)
+        if timings is not None:
+            rows[mode]["prefill_decode"] = add_prefill_decode_split(rows[mode]["ops"], run.graph, list(timings))
     base = modes[0]
     for mode in modes:
         diffs = differing_outputs(graphs[base], graphs[mode])

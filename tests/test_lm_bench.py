@@ -80,3 +80,39 @@ def test_bench_lm_refuses_a_changed_prompt_the_system_does_not_have_before_loadi
     with pytest.raises(ConfigError, match="memcell_extraction") as info:
         run_bench_lm(system="evermemos", modes=("none",), changed_prompt="question_answering")
     assert "--changed-prompt" in str(info.value)
+
+
+class TimedTaskLM(TaskLM):
+    """The task LM logging llama.cpp-style timings per call: extraction decodes long, the rest prefill."""
+
+    def __init__(self, convs):
+        super().__init__(convs)
+        self.timing_log = []
+
+    def chat(self, messages, **kw):
+        extraction = messages[-1]["content"].startswith("Message: ")
+        self.timing_log.append((100, 1.0, 30, 3.0) if extraction else (60, 0.5, 5, 0.5))
+        return super().chat(messages, **kw)
+
+
+def test_prefill_decode_split_per_op_kind_bounds_what_faster_decoding_can_gain():
+    from memtrace_opt.lm_bench import add_prefill_decode_split
+
+    convs = conversations()
+    conv = convs[0]
+    result = measure_speculation(SYSTEM, conv, list(conv.qa), lambda mode: TimedTaskLM(convs), ["none"], turns=4)
+    row = result["modes"]["none"]
+    extract = row["ops"]["looptest.extract"]
+    assert (extract["prefill_tokens"], extract["prefill_s"], extract["decode_tokens"], extract["decode_s"]) == \
+        (400, 4.0, 120, 12.0)
+    assert extract["decode_share"] == 0.75 and extract["decode_free_bound"] == 4.0
+    others = [r for name, r in row["ops"].items() if name != "looptest.extract" and "decode_s" in r]
+    assert others and all(r["decode_share"] == 0.5 and r["decode_free_bound"] == 2.0 for r in others)
+    totals = row["prefill_decode"]
+    calls = 4 + sum(r["calls"] for r in others)
+    assert totals["prefill_s"] == round(4.0 + 0.5 * (calls - 4), 3) and totals["decode_s"] == round(12.0 + 0.5 * (calls - 4), 3)
+    assert totals["prefill_tok_s"] == round((400 + 60 * (calls - 4)) / totals["prefill_s"], 1)
+    assert 1 < totals["decode_free_bound"] < 4.0
+    ops = {name: {} for name in row["ops"]}
+    assert add_prefill_decode_split(ops, result["graph"], [(1, 0.1, 1, 0.1)]) is None
+    assert ops == {name: {} for name in ops}

@@ -52,8 +52,13 @@ def test_json_schema_constrained_call_parses(lm):
 
 
 def test_length_limit_is_reported(lm):
+    model = get_embedded("qwen-1.5b", n_ctx=4096)
+    logged = len(model.timing_log)
     result = lm.chat([{"role": "user", "content": "Count from 1 to 100, one per line."}], max_tokens=8)
     assert result.finish_reason == "length" and result.completion_tokens == 8
+    prompt_n, prompt_s, decoded, decode_s = model.timing_log[logged]  # llama.cpp's own timings of this call
+    assert len(model.timing_log) == logged + 1 and decoded == 8 and decode_s > 0
+    assert 0 < prompt_n <= result.prompt_tokens and prompt_s > 0
 
 
 def test_local_listener_requires_the_random_api_key(lm):

@@ -81,6 +81,8 @@ def run_bench_lm(*, system: str = "mem0", modes: tuple[str, ...] = ("none", "ngr
     }
     for mode, row in spec["modes"].items():
         result[f"{system}.speedup_per_turn.{mode}"] = row["speedup_per_turn"]
+        if row.get("prefill_decode"):
+            result[f"{system}.decode_free_bound.{mode}"] = row["prefill_decode"].get("decode_free_bound")
     if ingestion:
         lm = make_lm(modes[0])
         target = changed_prompt or ingestion[0]
@@ -132,9 +134,15 @@ def _lines(result: dict[str, Any]) -> list[str]:
     for mode, row in result["speculation"]["modes"].items():
         lines.append(f"{mode}: {row['seconds_per_turn']} s/turn (x{row['speedup_per_turn']}), identical outputs: "
                      f"{row['identical_outputs']}")
+        split = row.get("prefill_decode")
+        if split:
+            lines.append(f"  prefill {split['prefill_tok_s']} tok/s, decoding {split['decode_tok_s']} tok/s "
+                         f"(x{split['prefill_to_decode_speed']}); decoding is {split.get('decode_share')} of LM time, "
+                         f"so making it free would be x{split.get('decode_free_bound')} at most")
         for name, stats in row["ops"].items():
             lines.append(f"  {name}: {stats['calls']} calls, {stats['lm_s']} s, {stats['tok_s_overall']} tok/s, "
-                         f"x{stats['speedup']}")
+                         f"x{stats['speedup']}" + (f", prefill {stats['prefill_s']} s / decoding {stats['decode_s']} s"
+                                                  if "decode_s" in stats else ""))
     scoped = result.get("scoped_replay")
     if scoped:
         lines.append(f"scoped replay: {scoped['scoped']['lm_calls']} vs {scoped['full']['lm_calls']} LM calls "

@@ -153,6 +153,9 @@ class EmbeddedLlama:
         #: Per call, in call order: (tokens drafted, drafted tokens the model accepted); (0, 0) without
         #: speculation. What ``bench-lm`` reads the acceptance rate per op kind from.
         self.draft_log: list[tuple[int, int]] = []
+        #: Per call, in call order, llama.cpp's own timings: (prompt tokens computed, their seconds, tokens
+        #: generated, their seconds). Where ``bench-lm`` splits an op kind's time into prefill and decoding.
+        self.timing_log: list[tuple[int, float, int, float]] = []
         started = time.perf_counter()
         self._server = _load_server(self.model_path, n_ctx=n_ctx, threads=self.threads, speculative=speculative)
         self.load_s = time.perf_counter() - started
@@ -196,6 +199,8 @@ class EmbeddedLlama:
             latency = time.perf_counter() - started
             timings = (response.get("timings") or {}) if isinstance(response, dict) else {}
             self.draft_log.append((int(timings.get("draft_n", 0)), int(timings.get("draft_n_accepted", 0))))
+            self.timing_log.append((int(timings.get("prompt_n", 0)), float(timings.get("prompt_ms", 0.0)) / 1000,
+                                    int(timings.get("predicted_n", 0)), float(timings.get("predicted_ms", 0.0)) / 1000))
         return self._to_result(response, latency)
 
     def _to_result(self, response: Any, latency: float) -> LMResult:

@@ -43,16 +43,17 @@ def test_scoped_replay_measurement_costs_less_and_agrees_with_full_replay():
     assert result["scoped"]["kept_out_of_scope"] == 3 and result["full"]["kept_out_of_scope"] == 0
 
 
-class DraftingTaskLM(TaskLM):
-    """The task LM logging a draft per call as the embedded model does: extraction drafts copy well."""
+class LoggingTaskLM(TaskLM):
+    """The task LM keeping a per-call log as the embedded model does (``draft_log``, ``timing_log``): the entry
+    ``extraction`` for fact extraction calls, ``other`` for the rest."""
 
-    def __init__(self, convs):
+    def __init__(self, convs, log, extraction, other):
         super().__init__(convs)
-        self.draft_log = []
+        self.log, self.entries = [], (extraction, other)
+        setattr(self, log, self.log)
 
     def chat(self, messages, **kw):
-        extraction = messages[-1]["content"].startswith("Message: ")
-        self.draft_log.append((10, 7) if extraction else (4, 1))
+        self.log.append(self.entries[0] if messages[-1]["content"].startswith("Message: ") else self.entries[1])
         return super().chat(messages, **kw)
 
 
@@ -61,7 +62,7 @@ def test_draft_acceptance_is_read_per_op_kind_and_refused_when_the_log_does_not_
 
     convs = conversations()
     conv = convs[0]
-    result = measure_speculation(SYSTEM, conv, list(conv.qa), lambda mode: DraftingTaskLM(convs), ["draft"], turns=4)
+    result = measure_speculation(SYSTEM, conv, list(conv.qa), lambda mode: LoggingTaskLM(convs, "draft_log", (10, 7), (4, 1)), ["draft"], turns=4)
     row = result["modes"]["draft"]
     assert row["draft_log_matched"] is True
     extract = row["ops"]["looptest.extract"]
@@ -82,25 +83,12 @@ def test_bench_lm_refuses_a_changed_prompt_the_system_does_not_have_before_loadi
     assert "--changed-prompt" in str(info.value)
 
 
-class TimedTaskLM(TaskLM):
-    """The task LM logging llama.cpp-style timings per call: extraction decodes long, the rest prefill."""
-
-    def __init__(self, convs):
-        super().__init__(convs)
-        self.timing_log = []
-
-    def chat(self, messages, **kw):
-        extraction = messages[-1]["content"].startswith("Message: ")
-        self.timing_log.append((100, 1.0, 30, 3.0) if extraction else (60, 0.5, 5, 0.5))
-        return super().chat(messages, **kw)
-
-
 def test_prefill_decode_split_per_op_kind_bounds_what_faster_decoding_can_gain():
     from memtrace_opt.lm_bench import add_prefill_decode_split
 
     convs = conversations()
     conv = convs[0]
-    result = measure_speculation(SYSTEM, conv, list(conv.qa), lambda mode: TimedTaskLM(convs), ["none"], turns=4)
+    result = measure_speculation(SYSTEM, conv, list(conv.qa), lambda mode: LoggingTaskLM(convs, "timing_log", (100, 1.0, 30, 3.0), (60, 0.5, 5, 0.5)), ["none"], turns=4)
     row = result["modes"]["none"]
     extract = row["ops"]["looptest.extract"]
     assert (extract["prefill_tokens"], extract["prefill_s"], extract["decode_tokens"], extract["decode_s"]) == \

@@ -29,7 +29,7 @@ def client(reply) -> EmbeddedLlama:
     lm.speculative = "none"
     lm._call_lock = threading.Lock()
     lm._server = FakeServer(reply)
-    lm.draft_log = []
+    lm.draft_log, lm.timing_log = [], []
     return lm
 
 
@@ -79,12 +79,15 @@ def test_prompt_tokens_reused_from_the_kv_cache_are_reported(extra, reused):
     assert result.reused_prompt_tokens == reused and result.to_dict()["reused_prompt_tokens"] == reused
 
 
-def test_each_call_logs_its_drafts_in_order():
-    lm = client({**OK, "timings": {"draft_n": 16, "draft_n_accepted": 13}})
+def test_each_call_logs_its_drafts_and_timings_in_order():
+    timings = {"draft_n": 16, "draft_n_accepted": 13, "prompt_n": 40, "prompt_ms": 500.0, "predicted_n": 2,
+               "predicted_ms": 125.0}
+    lm = client({**OK, "timings": timings})
     lm.chat(user("a"))
-    lm._server.reply = OK  # no speculation reported
+    lm._server.reply = OK  # no speculation, no timings reported
     lm.chat(user("b"))
     assert lm.draft_log == [(16, 13), (0, 0)]
+    assert lm.timing_log == [(40, 0.5, 2, 0.125), (0, 0.0, 0, 0.0)]
 
 
 def test_draft_speculation_refuses_to_draft_for_the_draft_model_itself():

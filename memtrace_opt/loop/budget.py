@@ -94,9 +94,9 @@ def spend_line(final: Mapping[str, Any]) -> str:
     """What a finished run spent, in one line: the optimization's rollouts against the budget that bounds them,
     apart from the held-out evaluation, which costs every method the same and no budget limits.
 
-    Why apart: the budget caps GEPA's share of each round, while the loop's own passes (a round's training
-    pass, validation of a winner, pruning) come on top; a total that mixed in the held-out pass looked like
-    a budget broken by half (the quickstart's 192 against 128). Runs written before the split have only the
+    Why apart: the budget is checked before each pass, not inside one, so a validation pass begun within a
+    round's share runs to its end and the winner's pruning passes follow it; a total that also mixed in the
+    held-out pass looked like a budget broken by half (the quickstart's 192 against 128). Runs written before the split have only the
     total, and the line says so.
     """
     total = Spend.from_dict(final.get("spend") or {})
@@ -110,7 +110,7 @@ def spend_line(final: Mapping[str, Any]) -> str:
     if budget:
         over = optimization.rollouts - int(budget)
         against = f" of a {budget}-rollout budget" + (
-            f" (+{over} past it: the loop's training, validation and pruning passes come on top of GEPA's share)"
+            f" (+{over} past it: a validation pass begun within a round's share runs to its end, and pruning follows)"
             if over > 0 else "")
     return f"spent: {optimization.rollouts} optimization rollouts{against} · {heldout} held-out evaluation " \
            f"rollouts · {calls}"

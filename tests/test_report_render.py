@@ -225,6 +225,10 @@ def test_report_of_a_real_loop_run(tmp_path: Path) -> None:
     assert re.search(r"[+-]\d+\.\d points, paired bootstrap 95% CI \[[+-]\d+\.\d, [+-]\d+\.\d\], p = [01]\.\d{3} · "
                      rf"{fixed} questions fixed, \d+ broken", section)
     assert section.count("<circle") == len(state.rounds) + 1  # the seed, then each round
+    spent = json.loads((tmp_path / "final.json").read_text())
+    heldout = spent["spend"]["rollouts"] - spent["optimization_spend"]["rollouts"]
+    assert f"{spent['optimization_spend']['rollouts']} optimization rollouts of a 200-rollout budget" in section
+    assert f"{heldout} held-out evaluation rollouts" in section and heldout == 2 * len(cases)
     assert "<code>fact_extraction</code>" in section and "<code>memory_update</code>" not in section
     assert "Always check every memory before answering." in section
     errors = html[html.index("id='errors'"):html.index("id='optimization'")]

@@ -8,6 +8,7 @@ from typing import Any, Iterable
 from memtrace_opt.attribution.blame import BlameSignal
 from memtrace_opt.graph.model import op_name
 from memtrace_opt.loop.artifacts import prompt_diff
+from memtrace_opt.loop.budget import spend_line
 from memtrace_opt.loop.compare import heldout_effect
 from memtrace_opt.report.charts import line_chart, stacked_bars
 from memtrace_opt.report.collect import RunData
@@ -150,6 +151,8 @@ def _final_line(data: RunData) -> str:
         bits.append(f"stopped: {esc(reason)}")
     elif ck.get("status") and ck.get("status") != "done":
         bits.append(f"status: {esc(ck['status'])}")
+    if f.get("spend"):
+        bits.append(esc(spend_line(f)))
     return f"<p class='final-line card'>{' · '.join(bits)}</p>" if bits else ""
 
 

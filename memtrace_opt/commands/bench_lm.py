@@ -41,7 +41,7 @@ def run_bench_lm(*, system: str = "mem0", modes: tuple[str, ...] = ("none", "ngr
                  model: str = "qwen-1.5b", threads: Optional[int] = None, changed_prompt: Optional[str] = None,
                  progress: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
     """Both measurements on the embedded model; the JSON-ready result (see the module docstring).
-    ``changed_prompt``: the ingestion prompt the scored candidate changes (default: the system's first).
+    ``changed_prompt``: the prompt the scored candidate changes (any but the answer prompt) (default: the system's first).
     ``progress`` gets progress lines (None: silent)."""
     say = progress or (lambda message: None)
     from memtrace_opt.lm.embedded import SPECULATIVE_MODES, EmbeddedLlama
@@ -111,7 +111,7 @@ def register(app: typer.Typer) -> None:
         conversation: Annotated[Optional[str], typer.Option(help="Conversation id (default: the first).")] = None,
         threads: Annotated[Optional[int], typer.Option(min=1, help="Model threads (default: all cores).")] = None,
         changed_prompt: Annotated[Optional[str], typer.Option(
-            help="Ingestion prompt the scored candidate changes (default: the system's first).")] = None,
+            help="Prompt the scored candidate changes, not the answer prompt (default: the system's first).")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
     ) -> None:

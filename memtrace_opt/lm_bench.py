@@ -6,8 +6,8 @@ Two measurements, each a ratio against the current configuration taken in the sa
   the baseline), with seconds per ingested turn, LM seconds and generation tokens/s per op kind,
   the share of drafted tokens the model accepted per op kind (when the LM logs its drafts), the
   split of LM time into prefill and decoding with the speed-up bound it implies (when the LM logs
-  llama.cpp's timings), and whether every op output is identical to the baseline's (speculation must not change text at
-  temperature 0).
+  llama.cpp's timings), and whether every op output is identical to the baseline's (speculation
+  must not change text at temperature 0).
 - :func:`measure_scoped_replay`: a changed ingestion prompt scored on a few questions by full
   replay and by scoped replay (:mod:`memtrace_opt.graph.replay`): LM calls, executed ops, seconds,
   and whether the scored answers agree.
@@ -25,8 +25,8 @@ from typing import Any, Callable, Mapping, Sequence
 from memtrace_opt.graph import MemoryGraph, Overrides, replay
 from memtrace_opt.lm.base import LMClient
 
-__all__ = ["add_draft_acceptance", "add_prefill_decode_split", "differing_outputs", "measure_scoped_replay", "measure_speculation",
-           "op_kind_stats"]
+__all__ = ["add_draft_acceptance", "add_prefill_decode_split", "differing_outputs", "measure_scoped_replay",
+           "measure_speculation", "op_kind_stats"]
 
 
 def op_kind_stats(graph: MemoryGraph) -> dict[str, dict[str, float]]:

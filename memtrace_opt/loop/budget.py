@@ -96,8 +96,8 @@ def spend_line(final: Mapping[str, Any]) -> str:
 
     Why apart: the budget is checked before each pass, not inside one, so a validation pass begun within a
     round's share runs to its end and the winner's pruning passes follow it; a total that also mixed in the
-    held-out pass looked like a budget broken by half (the quickstart's 192 against 128). Runs written before the split have only the
-    total, and the line says so.
+    held-out pass looked like a budget broken by half (the quickstart's 192 against 128). Runs written
+    before the split have only the total, and the line says so.
     """
     total = Spend.from_dict(final.get("spend") or {})
     calls = f"{total.llm_calls} LM calls ({total.cached_calls} cached), {total.wall_s:.0f} s"

@@ -119,7 +119,7 @@ def _row(name: str, final: Mapping[str, Any], n_boot: int, seed: int) -> Compare
         wall_s=float(spend.get("wall_s", 0.0)), changed=list(final.get("changed_components") or []),
         stop_reason=final.get("stop_reason"),
         optimization_rollouts=(int(final["optimization_spend"].get("rollouts", 0))
-                               if isinstance(final.get("optimization_spend"), Mapping) else None),
+                               if "optimization_spend" in final else None),  # a number map: read_final checks it
         budget_rollouts=(final.get("budget") or {}).get("rollouts"),
     )
 

@@ -2,9 +2,10 @@
 
 Two measurements, each a ratio against the current configuration taken in the same run:
 
-- :func:`measure_speculation`: one traced system run per speculative-decoding mode (the first is
-  the baseline), with seconds per ingested turn, LM seconds and generation tokens/s per op kind,
-  the share of drafted tokens the model accepted per op kind (when the LM logs its drafts), the
+- :func:`measure_variants`: one traced system run per variant, a speculative-decoding mode and/or
+  system settings (the first is the baseline), with seconds per ingested turn, question-time LM
+  seconds per question and accuracy on the same questions, items extracted per turn, LM seconds,
+  generation tokens/s and completion tokens per call per op kind, the share of drafted tokens the model accepted per op kind (when the LM logs its drafts), the
   split of LM time into prefill and decoding with the speed-up bound it implies (when the LM logs
   llama.cpp's timings), and whether every op output is identical to the baseline's (speculation
   must not change text at temperature 0).
@@ -20,13 +21,15 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from memtrace_opt.graph import MemoryGraph, Overrides, replay
+from memtrace_opt.graph.model import EXTRACTION
 from memtrace_opt.lm.base import LMClient
 
-__all__ = ["add_draft_acceptance", "add_prefill_decode_split", "differing_outputs", "measure_scoped_replay",
-           "measure_speculation", "op_kind_stats"]
+__all__ = ["Variant", "add_draft_acceptance", "add_prefill_decode_split", "differing_outputs",
+           "measure_scoped_replay", "measure_variants", "op_kind_stats"]
 
 
 def op_kind_stats(graph: MemoryGraph) -> dict[str, dict[str, float]]:
@@ -125,32 +128,78 @@ def differing_outputs(a: MemoryGraph, b: MemoryGraph) -> list[str]:
     return sorted(k for k in left.keys() | right.keys() if left.get(k) != right.get(k))
 
 
-def measure_speculation(system: str, conversation: Any, qas: Sequence[Any], make_lm: Callable[[str], LMClient],
-                        modes: Sequence[str], *, turns: int) -> dict[str, Any]:
-    """One run per mode; the first mode is the baseline every ratio is taken against."""
+@dataclass(frozen=True)
+class Variant:
+    """One measured run: a label, the speculative-decoding mode of its LM, and system settings over the defaults.
+
+    Why both: a speculative mode must leave every output unchanged (a pure speed lever), a setting
+    such as session-level ingestion changes the graph and must report its accuracy beside its speed.
+    """
+
+    label: str
+    mode: str = "none"
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _question_stats(graph: MemoryGraph, results: Sequence[Any]) -> dict[str, Any]:
+    """Question-time LM seconds (answer, judge and any question op) and accuracy under the run's judge."""
+    ingest = {s.id for s in graph.sessions.values() if s.kind == "ingest"}
+    seconds = sum(c.latency_s for op in graph.ops.values() if op.session not in ingest for c in op.lm_calls)
+    scores = [r.judge_score for r in results]
+    return {"question_lm_s": round(seconds, 2),
+            "question_lm_s_per_question": round(seconds / len(results), 3) if results else None,
+            "accuracy": round(sum(scores) / len(scores), 4) if scores else None,
+            "correct": {r.qa_id: r.judge_score for r in results}}
+
+
+def _extracted_items(graph: MemoryGraph) -> int:
+    """Items (facts, episodes) the extraction ops produced: how much an ingestion setting keeps."""
+    total = 0
+    for op in graph.ops.values():
+        if op.category != EXTRACTION:
+            continue
+        for vid in op.outputs.values():
+            value = graph.variables[vid].value
+            total += len(value) if isinstance(value, list) else int(value is not None)
+    return total
+
+
+def measure_variants(system: str, conversation: Any, qas: Sequence[Any], make_lm: Callable[[str], LMClient],
+                     variants: Sequence[str | Variant], *, turns: int, judge: str = "deterministic") -> dict[str, Any]:
+    """One run per variant (a bare string is a speculative mode with default settings); the first is the
+    baseline every ratio is taken against. ``make_lm(mode)`` gives each run a fresh LM, so no run reads
+    another's prompt cache; ``judge`` scores the questions (an LLM judge uses the same LM)."""
     from memtrace_opt.systems.runner import run_conversation
 
+    runs = [v if isinstance(v, Variant) else Variant(v, v) for v in variants]
+    if len({v.label for v in runs}) != len(runs):
+        raise ValueError(f"variant labels must differ: {[v.label for v in runs]}")
     rows: dict[str, Any] = {}
     graphs: dict[str, MemoryGraph] = {}
-    for mode in modes:
-        lm = make_lm(mode)
+    for variant in runs:
+        lm = make_lm(variant.mode)
         started = time.perf_counter()
-        run = run_conversation(system, conversation, list(qas), lms={"task": lm}, judge="deterministic")
+        run = run_conversation(system, conversation, list(qas), lms={"task": lm, "judge": lm}, judge=judge,
+                               settings=dict(variant.settings))
         wall = time.perf_counter() - started
-        graphs[mode] = run.graph
+        graphs[variant.label] = run.graph
         ingest_s = _ingest_lm_seconds(run.graph)
-        rows[mode] = {"wall_s": round(wall, 2), "ingest_lm_s": round(ingest_s, 2),
-                      "seconds_per_turn": round(ingest_s / max(1, turns), 3), "ops": op_kind_stats(run.graph)}
+        rows[variant.label] = {
+            "mode": variant.mode, "settings": dict(variant.settings), "wall_s": round(wall, 2),
+            "ingest_lm_s": round(ingest_s, 2), "seconds_per_turn": round(ingest_s / max(1, turns), 3),
+            "extracted_per_turn": round(_extracted_items(run.graph) / max(1, turns), 3),
+            **_question_stats(run.graph, run.results), "ops": op_kind_stats(run.graph)}
+        row = rows[variant.label]
         log = getattr(lm, "draft_log", None)
         if log is not None:
-            rows[mode]["draft_log_matched"] = add_draft_acceptance(rows[mode]["ops"], run.graph, list(log))
+            row["draft_log_matched"] = add_draft_acceptance(row["ops"], run.graph, list(log))
         timings = getattr(lm, "timing_log", None)
         if timings is not None:
-            rows[mode]["prefill_decode"] = add_prefill_decode_split(rows[mode]["ops"], run.graph, list(timings))
-    base = modes[0]
-    for mode in modes:
-        diffs = differing_outputs(graphs[base], graphs[mode])
-        row = rows[mode]
+            row["prefill_decode"] = add_prefill_decode_split(row["ops"], run.graph, list(timings))
+    base = runs[0].label
+    for variant in runs:
+        diffs = differing_outputs(graphs[base], graphs[variant.label])
+        row = rows[variant.label]
         row["identical_outputs"] = not diffs
         row["differing_ops"] = diffs[:10]
         row["speedup_per_turn"] = (round(rows[base]["seconds_per_turn"] / row["seconds_per_turn"], 3)
@@ -158,8 +207,9 @@ def measure_speculation(system: str, conversation: Any, qas: Sequence[Any], make
         for name, stats in row["ops"].items():
             before = rows[base]["ops"].get(name, {}).get("lm_s", 0.0)
             stats["speedup"] = round(before / stats["lm_s"], 3) if stats["lm_s"] else None
-    return {"system": system, "turns": turns, "questions": len(qas), "baseline": base, "modes": rows,
-            "graph": graphs[base]}
+            stats["completion_tokens_per_call"] = round(stats["completion_tokens"] / stats["calls"], 1)
+    return {"system": system, "turns": turns, "questions": len(qas), "judge": judge, "baseline": base,
+            "modes": rows, "graph": graphs[base]}
 
 
 def measure_scoped_replay(system: str, conversation: Any, graph: MemoryGraph, qas: Sequence[Any],

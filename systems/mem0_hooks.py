@@ -67,6 +67,7 @@ class AddCall:
     id_seed: str
     extract_max_tokens: int = 512
     decision_max_tokens: int = 1536
+    decision_output: str = "all"
     llm_calls: int = 0
     searches: int = 0
     created: int = 0
@@ -201,7 +202,8 @@ class Mem0Hooks:
             shown = [self._unit(mid) for mid in call.shown]
             call.decision = self.tracer.call(
                 "mem0.update_decision", inputs={"facts": call.facts, "memories": shown},
-                params={"date": call.date, "max_tokens": call.decision_max_tokens},
+                params={"date": call.date, "max_tokens": call.decision_max_tokens,
+                        **({"output": call.decision_output} if call.decision_output != "all" else {})},
                 outputs={"decision": New(f"decision:{call.tag}", DECISION)})["decision"]
             return json.dumps({"memory": call.decision.value}, ensure_ascii=False)
         raise GraphError(f"mem0 made an unexpected LLM call #{stage + 1} in add {call.tag}")

@@ -27,7 +27,7 @@ from typing import Any
 from memtrace_opt.errors import ConfigError
 
 __all__ = [
-    "DATE_SLOT", "DECISION_SCHEMA", "FACTS_SCHEMA", "FACT_PROMPT", "UPDATE_PROMPT", "LazyPrompts",
+    "CHANGES_ONLY", "DATE_SLOT", "DECISION_SCHEMA", "FACTS_SCHEMA", "FACT_PROMPT", "UPDATE_PROMPT", "LazyPrompts",
     "add_messages", "decision_messages", "default_prompts", "extraction_messages", "load_mem0",
     "parse_events", "parse_facts", "render",
 ]
@@ -150,10 +150,21 @@ def extraction_messages(prompt: str, records: Sequence[Mapping[str, Any]], date:
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def decision_messages(prompt: str, memories: Sequence[str], facts: Sequence[str], date: str | None) -> list[dict[str, str]]:
-    """The update-decision chat exactly as mem0 builds it: memories shown with ids ``"0"``, ``"1"``, …"""
+#: Appended after mem0's decision message when only the changes are asked for (``decision_output:
+#: changes``): an output-format rule, not part of the optimizable prompt, so every candidate gets it.
+CHANGES_ONLY = ("Output only the entries whose event is ADD, UPDATE or DELETE. Leave out every memory that "
+                "stays unchanged (event NONE): anything you do not list is kept as it is.")
+
+
+def decision_messages(prompt: str, memories: Sequence[str], facts: Sequence[str], date: str | None, *,
+                      only_changes: bool = False) -> list[dict[str, str]]:
+    """The update-decision chat exactly as mem0 builds it: memories shown with ids ``"0"``, ``"1"``, …
+    ``only_changes`` appends :data:`CHANGES_ONLY` (mem0 applies nothing for a NONE entry, so omitting
+    them is within its contract)."""
     shown = [{"id": str(i), "text": text} for i, text in enumerate(memories)]
     content = load_mem0().prompts.get_update_memory_messages(shown, list(facts), render(prompt, date))
+    if only_changes and memories:
+        content = f"{content}\n\n{CHANGES_ONLY}"
     return [{"role": "user", "content": content}]
 
 

@@ -30,9 +30,9 @@ from __future__ import annotations
 import tempfile
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from memtrace_opt.data.model import QA, Conversation, Session
 from memtrace_opt.graph import New, OpContext, OpFailure, Tracer, Variable, operation
@@ -68,7 +68,8 @@ def extract_facts(ctx: OpContext, inputs: dict[str, Any], params: dict[str, Any]
 @operation("mem0.update_decision", category=UPDATE, prompt=UPDATE_PROMPT)
 def update_decision(ctx: OpContext, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """mem0's ADD/UPDATE/DELETE/NONE decision for new facts against the shown units (ids "0", "1", …)."""
-    messages = decision_messages(ctx.prompt or "", inputs["memories"], inputs["facts"], params.get("date"))
+    messages = decision_messages(ctx.prompt or "", inputs["memories"], inputs["facts"], params.get("date"),
+                                 only_changes=params.get("output") == "changes")
     reply = ctx.chat(messages, max_tokens=params["max_tokens"], json_schema=DECISION_SCHEMA)
     if reply.finish_reason == "length":
         raise OpFailure(f"decision cut off at max_tokens={params['max_tokens']}", fallback={"decision": []},
@@ -126,15 +127,30 @@ def search(ctx: OpContext, inputs: dict[str, Any], params: dict[str, Any]) -> di
 
 # -- the system -------------------------------------------------------------------------------------
 class Mem0Settings(SystemSettings):
-    """``turns_per_add``: turns per ``Memory.add`` call; token budgets of the two LLM ops.
+    """How a session is fed to ``Memory.add``, what the update decision writes, and the LLM ops' budgets.
 
-    The decision re-lists every shown memory, so its budget must stay large (≥ 1024): a reply cut
-    at the budget is a failed op, not a silently shorter decision.
+    ``turns_per_add``: turns per ``Memory.add`` call (2: mem0's LoCoMo script), or ``"session"``: one
+    ``Memory.add`` with the whole session's messages (mem0 accepts a message list), which extracts and
+    decides once per session instead of once per pair.
+    ``decision_output``: ``"all"`` is mem0's own contract, the decision re-lists every shown memory
+    (NONE for the unchanged ones); ``"changes"`` asks for the ADD/UPDATE/DELETE entries only. mem0
+    applies only those events, so leaving NONE out changes nothing it does, and decoding, which is most
+    of the decision's time on a CPU, shrinks with the number of memories shown.
+    The decision's budget must stay large (≥ 1024): a reply cut at the budget is a failed op, not a
+    silently shorter decision.
     """
 
-    turns_per_add: int = Field(2, ge=1)
+    turns_per_add: int | Literal["session"] = Field(2)
+    decision_output: Literal["all", "changes"] = "all"
     extract_max_tokens: int = Field(512, ge=64)
     decision_max_tokens: int = Field(1536, ge=1024)
+
+    @field_validator("turns_per_add")
+    @classmethod
+    def _positive(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 1:
+            raise ValueError("must be a positive number of turns or 'session'")
+        return value
 
 
 def build_memory(workdir: str) -> Any:
@@ -195,8 +211,10 @@ class Mem0System(MemorySystem):
         super().ingest(conversation)
 
     def ingest_session(self, session: Session, messages: list[Variable]) -> None:
-        """``Memory.add`` on each group of ``turns_per_add`` consecutive turns, dated by the session."""
-        step = self.settings.turns_per_add
+        """``Memory.add`` on each group of ``turns_per_add`` consecutive turns (or on the whole session),
+        dated by the session."""
+        whole = self.settings.turns_per_add == "session"
+        step = max(1, len(messages)) if whole else int(self.settings.turns_per_add)
         for n, start in enumerate(range(0, len(messages), step)):
             group = messages[start:start + step]
             self._add(session, n, group)
@@ -212,6 +230,7 @@ class Mem0System(MemorySystem):
             session=self.tracer.current_session or f"ingest:s{session.index}", tag=f"s{session.index}#{n}",
             messages=list(group), date=date, id_seed=f"{self.user_id}/s{session.index}/a{n}",
             extract_max_tokens=self.settings.extract_max_tokens, decision_max_tokens=self.settings.decision_max_tokens,
+            decision_output=self.settings.decision_output,
         )
         records = [m.value for m in group]
         metadata = {"date": date, "turns": [r.get("turn_id") for r in records]}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memtrace_opt.lm_bench import measure_scoped_replay, measure_speculation
+from memtrace_opt.lm_bench import measure_scoped_replay, measure_variants
 from tests.test_loop_fixtures import PROMPTS, TaskLM, conversations
 from tests.test_scoped_replay import SYSTEM, recorded
 
@@ -22,7 +22,7 @@ def test_speculation_rows_compare_every_mode_with_the_first():
     convs = conversations()
     conv = convs[0]
     makers = {"none": lambda: TaskLM(convs), "ngram_mod": lambda: TaskLM(convs), "ngram_simple": lambda: DriftingTaskLM(convs)}
-    result = measure_speculation(SYSTEM, conv, list(conv.qa), lambda mode: makers[mode](),
+    result = measure_variants(SYSTEM, conv, list(conv.qa), lambda mode: makers[mode](),
                                  ["none", "ngram_mod", "ngram_simple"], turns=4)
     rows = result["modes"]
     assert rows["none"]["identical_outputs"] and rows["ngram_mod"]["identical_outputs"]
@@ -62,7 +62,7 @@ def test_draft_acceptance_is_read_per_op_kind_and_refused_when_the_log_does_not_
 
     convs = conversations()
     conv = convs[0]
-    result = measure_speculation(SYSTEM, conv, list(conv.qa), lambda mode: LoggingTaskLM(convs, "draft_log", (10, 7), (4, 1)), ["draft"], turns=4)
+    result = measure_variants(SYSTEM, conv, list(conv.qa), lambda mode: LoggingTaskLM(convs, "draft_log", (10, 7), (4, 1)), ["draft"], turns=4)
     row = result["modes"]["draft"]
     assert row["draft_log_matched"] is True
     extract = row["ops"]["looptest.extract"]
@@ -88,7 +88,7 @@ def test_prefill_decode_split_per_op_kind_bounds_what_faster_decoding_can_gain()
 
     convs = conversations()
     conv = convs[0]
-    result = measure_speculation(SYSTEM, conv, list(conv.qa), lambda mode: LoggingTaskLM(convs, "timing_log", (100, 1.0, 30, 3.0), (60, 0.5, 5, 0.5)), ["none"], turns=4)
+    result = measure_variants(SYSTEM, conv, list(conv.qa), lambda mode: LoggingTaskLM(convs, "timing_log", (100, 1.0, 30, 3.0), (60, 0.5, 5, 0.5)), ["none"], turns=4)
     row = result["modes"]["none"]
     extract = row["ops"]["looptest.extract"]
     assert (extract["prefill_tokens"], extract["prefill_s"], extract["decode_tokens"], extract["decode_s"]) == \
@@ -104,3 +104,34 @@ def test_prefill_decode_split_per_op_kind_bounds_what_faster_decoding_can_gain()
     ops = {name: {} for name in row["ops"]}
     assert add_prefill_decode_split(ops, result["graph"], [(1, 0.1, 1, 0.1)]) is None
     assert ops == {name: {} for name in ops}
+
+
+def test_settings_variants_report_speed_and_accuracy_on_the_same_questions():
+    from memtrace_opt.lm_bench import Variant
+    from tests.test_mem0_system import QAS, SESSIONS, mem0_lm
+    from tests.scripted_lm import make_conversation
+
+    conv = make_conversation(SESSIONS, QAS)
+    result = measure_variants("mem0", conv, list(conv.qa), lambda mode: mem0_lm(),
+                              [Variant("pairs", settings={"turns_per_add": 2}),
+                               Variant("session", settings={"turns_per_add": "session"})], turns=8)
+    pairs, session = result["modes"]["pairs"], result["modes"]["session"]
+    assert pairs["ops"]["mem0.extract_facts"]["calls"] == 4 and session["ops"]["mem0.extract_facts"]["calls"] == 2
+    assert session["settings"] == {"turns_per_add": "session"} and result["baseline"] == "pairs"
+    assert pairs["extracted_per_turn"] == session["extracted_per_turn"] == 5 / 8  # the same five facts either way
+    assert set(session["correct"]) == {qa.id for qa in conv.qa} and session["accuracy"] is not None
+    assert not session["identical_outputs"]  # a different graph: accuracy, not identity, is its check
+
+
+def test_a_malformed_variant_or_setting_is_refused_naming_it_before_loading_a_model():
+    import pytest
+
+    from memtrace_opt.commands.bench_lm import parse_variant, run_bench_lm
+    from memtrace_opt.errors import ConfigError
+
+    assert parse_variant("s: turns_per_add=session, extract_max_tokens=768").settings == {
+        "turns_per_add": "session", "extract_max_tokens": 768}
+    with pytest.raises(ConfigError, match="LABEL"):
+        parse_variant("turns_per_add=session")
+    with pytest.raises(ConfigError, match="--variant bad.*turns_per_add"):
+        run_bench_lm(system="mem0", modes=("none",), variants=("bad: turns_per_add=0",))

@@ -333,3 +333,55 @@ def test_default_prompts_are_mem0s_with_a_date_slot():
     assert set(prompts) == {FACT_PROMPT, UPDATE_PROMPT, "question_answering"}
     assert "Today's date is {session_date}." in prompts[FACT_PROMPT]
     assert prompts[UPDATE_PROMPT] == load_mem0().prompts.DEFAULT_UPDATE_MEMORY_PROMPT
+
+
+# -- cost settings --------------------------------------------------------------------------------
+def _run_with(conv, settings):
+    lm = mem0_lm()
+    prompts = Mem0System.prompts()
+    tracer = Tracer(MemoryGraph({"prompts": prompts}), lm=lm, prompts=prompts)
+    system = Mem0System(tracer, settings)
+    try:
+        system.ingest(conv)
+    finally:
+        system.close()
+    return tracer.graph, lm
+
+
+def _live_texts(graph):
+    latest = {graph.variables[graph.latest_id(v.name)] for v in graph.variables.values() if v.name.startswith("mem:")}
+    return sorted(v.value for v in latest if not v.deleted)
+
+
+def test_session_level_ingestion_extracts_and_decides_once_per_session(conv, recorded):
+    graph, lm = _run_with(conv, {"turns_per_add": "session"})
+    extracts = [o for o in graph.ops.values() if o.name == "mem0.extract_facts"]
+    assert [o.id for o in extracts] == ["ingest:s1/mem0.extract_facts#0", "ingest:s2/mem0.extract_facts#0"]
+    assert len(extracts[0].inputs["messages"]) == len(SESSIONS[0])  # the whole session in one add
+    assert lm.n_calls == 2 + 2  # one extraction and one decision per session, against 4 + 3 per pair
+    assert _live_texts(graph) == _live_texts(recorded[0]) == [
+        "Alice has a cat named Tom", "Alice lives in Rome", "Bob eats meat"]
+
+
+@pytest.mark.parametrize("value", [0, -2, "sessions", "all"])
+def test_turns_per_add_must_be_positive_or_session(value):
+    from memtrace_opt.errors import ConfigError
+    from memtrace_opt.systems.runner import resolve_settings
+
+    with pytest.raises(ConfigError, match="system.settings.turns_per_add"):
+        resolve_settings(Mem0System, {"turns_per_add": value})
+
+
+def test_changes_only_decision_asks_for_changes_and_keys_the_memo_on_it(conv):
+    from memtrace_opt.systems.mem0_prompts import CHANGES_ONLY
+
+    changes, lm_changes = _run_with(conv, {"decision_output": "changes"})
+    full, lm_full = _run_with(conv, {})
+    decisions = [c.messages[-1]["content"] for c in lm_changes.calls if "new retrieved facts" in c.messages[-1]["content"]]
+    # the rule is only added where memories are shown (session 1's first add shows none)
+    assert [d.endswith(CHANGES_ONLY) for d in decisions] == [False, True, True]
+    assert not any(CHANGES_ONLY in c.messages[-1]["content"] for c in lm_full.calls)
+    op = changes.ops["ingest:s2/mem0.update_decision#0"]
+    assert op.params["output"] == "changes"  # a different request, so a memo never serves one for the other
+    assert "output" not in full.ops["ingest:s2/mem0.update_decision#0"].params  # the default graph is unchanged
+    assert _live_texts(changes) == _live_texts(full)

@@ -1,8 +1,10 @@
 """``memtrace-opt bench-lm``: LM throughput of a memory system on the embedded model, measured.
 
 Runs one system on the first sessions of one conversation of the bundled mini dataset (or a
-dataset file), once per speculative-decoding mode, with no disk cache; then scores a changed
-ingestion prompt on a few questions by scoped and by full replay. Prints the figures (``--json``:
+dataset file), once per variant (a speculative-decoding mode, or ``--variant``: system settings
+such as session-level ingestion), with no disk cache, on the same turns and questions, with the
+accuracy of each beside its speed; then scores a changed ingestion prompt on a few questions by
+scoped and by full replay. Prints the figures (``--json``:
 one object, the shape ``experiments/results/bench_lm*.json`` keeps). A benchmark, not a test:
 minutes on two cores; every figure is a ratio against the first mode measured in the same run.
 """
@@ -36,21 +38,50 @@ def _conversation(dataset: Optional[Path], conversation: Optional[str], sessions
     return conv, sum(len(s.turns) for s in conv.sessions)
 
 
+def parse_variant(text: str) -> Any:
+    """``"LABEL: key=value, key=value"`` → a :class:`~memtrace_opt.lm_bench.Variant` with those system settings
+    (values read as YAML scalars: ``2`` is a number, ``session`` a string); a bad one is a ConfigError."""
+    import yaml
+
+    from memtrace_opt.lm_bench import Variant
+
+    label, sep, rest = text.partition(":")
+    settings: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in rest.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ConfigError("--variant", None, f"{text!r}: expected 'LABEL: key=value, ...', got {item!r}")
+        settings[key.strip()] = yaml.safe_load(value.strip())
+    if not sep or not label.strip():
+        raise ConfigError("--variant", None, f"{text!r}: expected 'LABEL: key=value, ...' (a label, then a colon)")
+    return Variant(label.strip(), settings=settings)
+
+
 def run_bench_lm(*, system: str = "mem0", modes: tuple[str, ...] = ("none", "ngram_mod"), sessions: int = 1,
                  questions: int = 3, dataset: Optional[Path] = None, conversation: Optional[str] = None,
                  model: str = "qwen-1.5b", threads: Optional[int] = None, changed_prompt: Optional[str] = None,
+                 variants: tuple[str, ...] = (), judge: str = "deterministic", scoped_replay: bool = True,
                  progress: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
     """Both measurements on the embedded model; the JSON-ready result (see the module docstring).
-    ``changed_prompt``: the prompt the scored candidate changes (any but the answer prompt) (default: the system's first).
-    ``progress`` gets progress lines (None: silent)."""
+    ``variants``: ``"LABEL: key=value, ..."`` settings runs, each with the first mode (then ``modes`` are not
+    compared). ``changed_prompt``: the prompt the scored candidate changes (any but the answer prompt)
+    (default: the system's first). ``progress`` gets progress lines (None: silent)."""
     say = progress or (lambda message: None)
+    from memtrace_opt.eval.judge import JUDGE_KINDS
     from memtrace_opt.lm.embedded import SPECULATIVE_MODES, EmbeddedLlama
-    from memtrace_opt.lm_bench import measure_scoped_replay, measure_speculation
+    from memtrace_opt.lm_bench import Variant, measure_scoped_replay, measure_variants
     from memtrace_opt.systems.registry import get_system
+    from memtrace_opt.systems.runner import resolve_settings
 
     bad = [m for m in modes if m not in SPECULATIVE_MODES]
     if bad or not modes:
         raise ConfigError("--modes", None, f"unknown mode {bad[0] if bad else ''!r}; choose from {SPECULATIVE_MODES}")
+    if judge not in JUDGE_KINDS:
+        raise ConfigError("--judge", None, f"unknown judge {judge!r}; choose from {JUDGE_KINDS}")
+    runs = [parse_variant(v) for v in variants]
+    for run in runs:
+        resolve_settings(get_system(system), run.settings, source=f"--variant {run.label}")
+    measured = [Variant(run.label, modes[0], run.settings) for run in runs] or list(modes)
     prompts = get_system(system).prompts()
     ingestion = [c for c in prompts if c != "question_answering"]
     if changed_prompt is not None and changed_prompt not in ingestion:
@@ -70,9 +101,10 @@ def run_bench_lm(*, system: str = "mem0", modes: tuple[str, ...] = ("none", "ngr
         loaded[mode] = EmbeddedLlama(model, threads=threads, speculative=mode)
         return loaded[mode]
 
+    labels = [run.label for run in runs] or list(modes)
     say(f"bench-lm: {system} on {conv.id}, {sessions} session(s) = {turns} turns, {len(qas)} question(s); "
-         f"modes {', '.join(modes)}")
-    spec = measure_speculation(system, conv, qas, make_lm, modes, turns=turns)
+        f"{'variants' if runs else 'modes'} {', '.join(labels)}")
+    spec = measure_variants(system, conv, qas, make_lm, measured, turns=turns, judge=judge)
     graph = spec.pop("graph")
     result: dict[str, Any] = {
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
@@ -83,7 +115,7 @@ def run_bench_lm(*, system: str = "mem0", modes: tuple[str, ...] = ("none", "ngr
         result[f"{system}.speedup_per_turn.{mode}"] = row["speedup_per_turn"]
         if row.get("prefill_decode"):
             result[f"{system}.decode_free_bound.{mode}"] = row["prefill_decode"].get("decode_free_bound")
-    if ingestion:
+    if ingestion and scoped_replay:
         lm = make_lm(modes[0])
         target = changed_prompt or ingestion[0]
         changed = {target: prompts[target] + CHANGED_RULE}
@@ -112,6 +144,13 @@ def register(app: typer.Typer) -> None:
         threads: Annotated[Optional[int], typer.Option(min=1, help="Model threads (default: all cores).")] = None,
         changed_prompt: Annotated[Optional[str], typer.Option(
             help="Prompt the scored candidate changes, not the answer prompt (default: the system's first).")] = None,
+        variant: Annotated[Optional[list[str]], typer.Option(
+            help="A settings run, 'LABEL: key=value, ...' (repeat it; the first is the baseline; each uses the "
+                 "first mode), e.g. 'session: turns_per_add=session'.")] = None,
+        judge: Annotated[str, typer.Option(help="Judge of the accuracy column: deterministic, hybrid or llm "
+                                                "(the LLM judge is the same embedded model).")] = "deterministic",
+        scoped: Annotated[bool, typer.Option("--scoped-replay/--no-scoped-replay",
+                                             help="Also measure scoped vs full replay.")] = True,
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
     ) -> None:
@@ -121,10 +160,11 @@ def register(app: typer.Typer) -> None:
         report = Reporter(quiet=quiet, as_json=as_json)
         result = run_bench_lm(system=system, modes=tuple(m.strip() for m in modes.split(",") if m.strip()),
                               sessions=sessions, questions=questions, dataset=dataset, conversation=conversation,
-                              threads=threads, changed_prompt=changed_prompt, progress=report.progress)
+                              threads=threads, changed_prompt=changed_prompt, variants=tuple(variant or ()),
+                              judge=judge, scoped_replay=scoped, progress=report.progress)
         report.result(result, *_lines(result))
         first = next(iter(result["speculation"]["modes"].values()), {})
-        report.summary(f"bench-lm: {system}, {len(result['speculation']['modes'])} mode(s), baseline "
+        report.summary(f"bench-lm: {system}, {len(result['speculation']['modes'])} run(s), baseline "
                        f"{first.get('seconds_per_turn', '?')} s/turn")
 
 
@@ -132,8 +172,9 @@ def _lines(result: dict[str, Any]) -> list[str]:
     """The human-readable result: per mode and op kind, then scoped vs full replay."""
     lines = []
     for mode, row in result["speculation"]["modes"].items():
-        lines.append(f"{mode}: {row['seconds_per_turn']} s/turn (x{row['speedup_per_turn']}), identical outputs: "
-                     f"{row['identical_outputs']}")
+        lines.append(f"{mode}: {row['seconds_per_turn']} s/turn (x{row['speedup_per_turn']}), "
+                     f"{row.get('question_lm_s_per_question')} s/question, accuracy {row.get('accuracy')}, "
+                     f"{row.get('extracted_per_turn')} extracted/turn, identical outputs: {row['identical_outputs']}")
         split = row.get("prefill_decode")
         if split:
             lines.append(f"  prefill {split['prefill_tok_s']} tok/s, decoding {split['decode_tok_s']} tok/s "

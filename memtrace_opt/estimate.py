@@ -1,0 +1,145 @@
+"""How long a run will take, before it starts: a config's LM time from measured per-unit costs.
+
+Why: on a 2-core CPU one Mem0 held-out pass can take hours, and a session ends whatever runs. An
+experiment must be sized (and split into resumable campaign parts) from numbers measured on the
+machine that will run it, not guessed. The costs come from a ``bench-lm`` result (one of its rows:
+LM seconds per ingested turn, per question at question time, items it was measured on), and the
+work from the config itself: the conversations of each split role cut as the run cuts them, the
+rollout budget, the minibatch size, the rounds and the targets.
+
+The model of the loop (:mod:`memtrace_opt.loop.driver`), per method:
+
+- **seed ingestion**: every conversation of the run is ingested once under the seed prompts (the LM
+  cache serves every later pass under the seed);
+- **rollouts**: at most ``max_metric_calls`` questions answered (and judged) under a candidate,
+  validation's baseline included;
+- **re-ingestion**: a candidate that changes an ingestion prompt re-ingests what its questions read.
+  A minibatch's conversation is replayed scoped (``scoped_ratio`` of a full ingest, 0.5 measured on a
+  12-session slice) and a validation pass re-ingests every validation conversation. This is the
+  ``high`` figure (every candidate edits an ingestion prompt); ``low`` assumes none does;
+- **reflection**: one reflection call per proposal (``reflection_s`` each), a proposal per two
+  minibatch evaluations;
+- **held-out**: the seed and the best prompt set on every held-out question (re-ingesting the
+  held-out conversations under the best set in the ``high`` figure), plus ``audit_candidates`` passes.
+
+Method ``none`` is the validation baseline and one held-out pass under the seed. Every figure is LM seconds; wall time adds
+the embedding and store work (small next to the LM on this CPU).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from memtrace_opt.errors import ConfigError
+
+__all__ = ["MeasuredCosts", "MethodEstimate", "estimate_run", "read_costs"]
+
+
+@dataclass(frozen=True)
+class MeasuredCosts:
+    """Per-unit LM seconds measured on this machine (a ``bench-lm`` row)."""
+
+    seconds_per_turn: float
+    seconds_per_question: float
+    source: str
+    reflection_s: float = 30.0
+    scoped_ratio: float = 0.5
+
+
+@dataclass(frozen=True)
+class MethodEstimate:
+    """One method's LM seconds, by part; ``low``/``high`` differ only in re-ingestion."""
+
+    method: str
+    seed_ingestion_s: float
+    rollout_s: float
+    reingestion_s: float
+    reflection_s: float
+    heldout_s: float
+
+    @property
+    def low_s(self) -> float:
+        return self.seed_ingestion_s + self.rollout_s + self.reflection_s + self.heldout_s
+
+    @property
+    def high_s(self) -> float:
+        return self.low_s + self.reingestion_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**{k: round(v, 1) if isinstance(v, float) else v for k, v in asdict(self).items()},
+                "low_s": round(self.low_s, 1), "high_s": round(self.high_s, 1)}
+
+
+def read_costs(path: str | Path, row: str | None = None, *, reflection_s: float = 30.0,
+               scoped_ratio: float | None = None) -> MeasuredCosts:
+    """The costs of ``row`` (default: the baseline) of a ``bench-lm --json`` file; a ConfigError naming the
+    file and the missing field otherwise. The file's own scoped-replay ratio is used when it has one."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        runs = data["speculation"]
+        label = row or runs["baseline"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ConfigError(str(path), "speculation", f"not a bench-lm --json result ({err})") from None
+    if label not in runs.get("modes", {}):
+        raise ConfigError(str(path), f"speculation.modes.{label}", f"no such row; rows: {sorted(runs.get('modes', {}))}")
+    measured = runs["modes"][label]
+    per_question = measured.get("question_lm_s_per_question")
+    if per_question is None:
+        raise ConfigError(str(path), f"speculation.modes.{label}.question_lm_s_per_question",
+                          "missing: measure with a bench-lm that reports question-time seconds")
+    ratio = scoped_ratio if scoped_ratio is not None else (data.get("scoped_replay") or {}).get("ratio_seconds") or 0.5
+    return MeasuredCosts(float(measured["seconds_per_turn"]), float(per_question), f"{path}#{label}",
+                         reflection_s=reflection_s, scoped_ratio=float(ratio))
+
+
+def _turns(conv: Any) -> int:
+    return sum(len(s.turns) for s in conv.sessions)
+
+
+def _questions(convs: Sequence[Any]) -> int:
+    return sum(len(c.scored_qa()) for c in convs)
+
+
+def estimate_run(cfg: Any, data: Any, costs: MeasuredCosts, methods: Sequence[str],
+                 ingestion_targets: bool) -> dict[str, Any]:
+    """The estimate per method for the loop data ``data`` (a :class:`~memtrace_opt.loop.plan.LoopData`) of
+    ``cfg``; ``ingestion_targets``: whether the loop may change an ingestion prompt at all."""
+    opt = cfg.optimizer
+    ingest = {role: sum(_turns(c) for c in getattr(data, role)) * costs.seconds_per_turn
+              for role in ("optimize", "validation", "heldout")}
+    questions = {role: _questions(getattr(data, role)) for role in ("optimize", "validation", "heldout")}
+    per_train_conv = ingest["optimize"] / max(1, len(data.optimize))
+    evaluations = max(1, opt.max_metric_calls // max(1, opt.minibatch_size))  # minibatch evaluations, at most
+    proposals = max(1, evaluations // 2)
+    rows = []
+    for method in methods:
+        heldout_q = questions["heldout"] * costs.seconds_per_question
+        if method == "none":  # the validation baseline, then the seed's held-out pass
+            rows.append(MethodEstimate(method, ingest["validation"] + ingest["heldout"],
+                                       questions["validation"] * costs.seconds_per_question, 0.0, 0.0, heldout_q))
+            continue
+        passes = 2 + opt.audit_candidates
+        reingest = 0.0
+        if ingestion_targets:
+            kept = min(opt.rounds, proposals)  # validation passes of candidates that beat their minibatch
+            reingest = (evaluations * per_train_conv * costs.scoped_ratio + kept * ingest["validation"]
+                        + (1 + opt.audit_candidates) * ingest["heldout"])
+        rows.append(MethodEstimate(
+            method, sum(ingest.values()), opt.max_metric_calls * costs.seconds_per_question, reingest,
+            proposals * costs.reflection_s, passes * heldout_q))
+    total_low = sum(r.low_s for r in rows)
+    total_high = sum(r.high_s for r in rows)
+    return {
+        "config": cfg.run_name, "system": cfg.system.name, "costs": asdict(costs),
+        "work": {role: {"conversations": len(getattr(data, role)), "turns": sum(_turns(c) for c in getattr(data, role)),
+                        "questions": questions[role]} for role in ("optimize", "validation", "heldout")},
+        "budget": {"max_metric_calls": opt.max_metric_calls, "minibatch_size": opt.minibatch_size,
+                   "rounds": opt.rounds, "audit_candidates": opt.audit_candidates,
+                   "ingestion_targets": ingestion_targets},
+        "methods": [r.to_dict() for r in rows],
+        "total_low_s": round(total_low, 1), "total_high_s": round(total_high, 1),
+        "total_low_h": round(total_low / 3600, 2), "total_high_h": round(total_high / 3600, 2),
+    }

@@ -188,6 +188,7 @@ def measure_variants(system: str, conversation: Any, qas: Sequence[Any], make_lm
             "mode": variant.mode, "settings": dict(variant.settings), "wall_s": round(wall, 2),
             "ingest_lm_s": round(ingest_s, 2), "seconds_per_turn": round(ingest_s / max(1, turns), 3),
             "extracted_per_turn": round(_extracted_items(run.graph) / max(1, turns), 3),
+            "failed_ops": sorted(op.id for op in run.graph.ops.values() if op.status == "failed"),
             **_question_stats(run.graph, run.results), "ops": op_kind_stats(run.graph)}
         row = rows[variant.label]
         log = getattr(lm, "draft_log", None)

@@ -121,6 +121,7 @@ def test_settings_variants_report_speed_and_accuracy_on_the_same_questions():
     assert pairs["extracted_per_turn"] == session["extracted_per_turn"] == 5 / 8  # the same five facts either way
     assert set(session["correct"]) == {qa.id for qa in conv.qa} and session["accuracy"] is not None
     assert not session["identical_outputs"]  # a different graph: accuracy, not identity, is its check
+    assert session["failed_ops"] == [] == pairs["failed_ops"]  # a failed op would explain a cheaper run
 
 
 def test_a_malformed_variant_or_setting_is_refused_naming_it_before_loading_a_model():

@@ -12,6 +12,7 @@ The public API, by layer (imports flow downward):
 - attribution: :class:`BlameSignal`;
 - runs: :func:`evaluate`, :func:`attribute`, :func:`optimize`, :func:`compare` (over a config file or
   a RunConfig; ``lms=`` replaces the configured models; :mod:`memtrace_opt.testing` has a ScriptedLM);
+- campaigns: :func:`run_campaign`, :func:`campaign_progress` (stop anywhere, continue on another clone);
 - prompts: :func:`compose_prompt`, :func:`split_prompt` (the rules and worked examples the optimizer adds);
 - report: :func:`render_report`.
 
@@ -41,6 +42,10 @@ _EXPORTS: dict[str, str] = {
     "attribute": "memtrace_opt.api",
     "optimize": "memtrace_opt.api",
     "compare": "memtrace_opt.api",
+    # campaigns: experiments continued from committed state on any clone
+    "run_campaign": "memtrace_opt.campaign",
+    "campaign_progress": "memtrace_opt.campaign",
+    "CampaignProgress": "memtrace_opt.campaign",
     # prompt components as instruction + learned rules + worked examples
     "compose_prompt": "memtrace_opt.prompt_parts",
     "split_prompt": "memtrace_opt.prompt_parts",

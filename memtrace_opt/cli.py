@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "memtrace_opt.commands.bench",
     "memtrace_opt.commands.optimize",
     "memtrace_opt.commands.compare",
+    "memtrace_opt.commands.campaign",
     "memtrace_opt.commands.estimate",
     "memtrace_opt.commands.attribute",
     "memtrace_opt.commands.bench_attribution",

@@ -35,7 +35,10 @@ from typing import Any, Sequence
 
 from memtrace_opt.errors import ConfigError
 
-__all__ = ["MeasuredCosts", "MethodEstimate", "estimate_run", "read_costs"]
+__all__ = ["MeasuredCosts", "MethodEstimate", "estimate_config", "estimate_run", "read_costs"]
+
+#: The one prompt every system reads at question time; any other target is an ingestion prompt.
+ANSWER_PROMPT = "question_answering"
 
 
 @dataclass(frozen=True)
@@ -143,3 +146,24 @@ def estimate_run(cfg: Any, data: Any, costs: MeasuredCosts, methods: Sequence[st
         "total_low_s": round(total_low, 1), "total_high_s": round(total_high, 1),
         "total_low_h": round(total_low / 3600, 2), "total_high_h": round(total_high / 3600, 2),
     }
+
+
+def estimate_config(config: str | Path, costs_path: str | Path, *, methods: Sequence[str] = (), row: str | None = None,
+                    reflection_s: float = 30.0, scoped_ratio: float | None = None,
+                    dataset_path: str | None = None) -> dict[str, Any]:
+    """The estimate of the run config file ``config`` (every method of ``methods``; default: the config's
+    own) from the bench-lm result ``costs_path``: what ``memtrace-opt estimate`` and a campaign's progress
+    line report."""
+    from memtrace_opt.assemble import dataset_slice, prepare_run
+    from memtrace_opt.loop.plan import METHODS, LoopPlan, split_dataset
+    from memtrace_opt.systems.registry import get_system
+
+    cfg, _source, _ = prepare_run(config, dataset_path=dataset_path)
+    wanted = tuple(methods) or (cfg.optimizer.method,)
+    bad = [m for m in wanted if m not in METHODS]
+    if bad:
+        raise ConfigError("--method", None, f"unknown method {bad[0]!r}; choose from {METHODS}")
+    costs = read_costs(costs_path, row, reflection_s=reflection_s, scoped_ratio=scoped_ratio)
+    data = split_dataset(dataset_slice(cfg), cfg.split)
+    targets = LoopPlan.from_config(cfg, method=wanted[0]).resolve_targets(get_system(cfg.system.name).prompts())
+    return estimate_run(cfg, data, costs, wanted, ingestion_targets=any(t != ANSWER_PROMPT for t in targets))

@@ -9,34 +9,11 @@ per ingested turn and per question) and the work the config implies, per method 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
-__all__ = ["register", "run_estimate"]
-
-ANSWER_PROMPT = "question_answering"
-
-
-def run_estimate(config: str | Path, costs_path: str | Path, *, methods: tuple[str, ...] = (), row: Optional[str] = None,
-                 reflection_s: float = 30.0, scoped_ratio: Optional[float] = None,
-                 dataset_path: Optional[str] = None) -> dict[str, Any]:
-    """The estimate of ``config`` (every method of ``methods``; default: the config's own) from ``costs_path``."""
-    from memtrace_opt.assemble import dataset_slice, prepare_run
-    from memtrace_opt.estimate import estimate_run, read_costs
-    from memtrace_opt.loop.plan import METHODS, LoopPlan, split_dataset
-    from memtrace_opt.systems.registry import get_system
-
-    cfg, source, _ = prepare_run(config, dataset_path=dataset_path)
-    wanted = methods or (cfg.optimizer.method,)
-    bad = [m for m in wanted if m not in METHODS]
-    if bad:
-        from memtrace_opt.errors import ConfigError
-        raise ConfigError("--method", None, f"unknown method {bad[0]!r}; choose from {METHODS}")
-    costs = read_costs(costs_path, row, reflection_s=reflection_s, scoped_ratio=scoped_ratio)
-    data = split_dataset(dataset_slice(cfg), cfg.split)
-    targets = LoopPlan.from_config(cfg, method=wanted[0]).resolve_targets(get_system(cfg.system.name).prompts())
-    return estimate_run(cfg, data, costs, wanted, ingestion_targets=any(t != ANSWER_PROMPT for t in targets))
+__all__ = ["register"]
 
 
 def _hours(seconds: float) -> str:
@@ -62,8 +39,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Estimate a run's LM time per method and part from measured per-turn and per-question costs."""
         from memtrace_opt.commands.console import Reporter
+        from memtrace_opt.estimate import estimate_config
 
-        result = run_estimate(config, costs, methods=tuple(method or ()), row=row, reflection_s=reflection_s,
+        result = estimate_config(config, costs, methods=tuple(method or ()), row=row, reflection_s=reflection_s,
                               scoped_ratio=scoped_ratio, dataset_path=dataset_path)
         work = result["work"]
         lines = [f"{role}: {w['conversations']} conversation(s), {w['turns']} turns, {w['questions']} questions"

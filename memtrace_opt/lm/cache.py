@@ -50,7 +50,7 @@ _STRIPES = 64  # per-key locks, hashed: concurrent identical calls run once, dif
 _COLUMNS = ["key", "model_id", "text", "prompt_tokens", "completion_tokens", "finish_reason", "latency_s", "created"]
 
 
-def _open_db(path: Path) -> sqlite3.Connection:
+def open_cache_db(path: Path) -> sqlite3.Connection:
     """Open (or create) the cache; sqlite3.DatabaseError when the file is not a cache this code can use."""
     db = sqlite3.connect(path, check_same_thread=False, timeout=30.0)
     try:
@@ -120,12 +120,12 @@ class CachedLM:
         self._db_lock = threading.Lock()
         self._stripes = [threading.Lock() for _ in range(_STRIPES)]
         try:
-            self._db = _open_db(self.path)
+            self._db = open_cache_db(self.path)
         except sqlite3.DatabaseError as err:
             aside = _quarantine(self.path)
             print(f"memtrace-opt: warning: LM cache {self.path} is unreadable ({err}); moved aside to {aside.name}, "
                   "starting an empty cache", file=sys.stderr)
-            self._db = _open_db(self.path)
+            self._db = open_cache_db(self.path)
 
     def __repr__(self) -> str:
         return f"CachedLM({self.client!r}, path={str(self.path)!r})"

@@ -153,9 +153,13 @@ class MemorySystem(ABC):
             return self.tracer.call(
                 self.answer_op,
                 inputs={"question": question, "context": context},
-                params={"question_date": getattr(qa, "question_date", None)},
+                params=self.answer_params(qa),
                 outputs={"answer": New(f"answer:{qa.id}", ANSWER)},
             )["answer"]
+
+    def answer_params(self, qa: QA) -> dict[str, Any]:
+        """The answer op's params: the question date; a system adds its message layout here."""
+        return {"question_date": getattr(qa, "question_date", None)}
 
     @abstractmethod
     def retrieve(self, qa: QA, question: Variable) -> Variable:

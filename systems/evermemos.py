@@ -18,7 +18,7 @@ Lineage of an answer: answer ← retrieved ← candidates ← cells ← segment 
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 from pydantic import Field
 
@@ -48,6 +48,12 @@ class EverMemOSSettings(SystemSettings):
     check_k: int = Field(5, ge=1, description="top candidates shown to the sufficiency and rewrite prompts")
     max_queries: int = Field(3, ge=1, le=5, description="follow-up queries kept from the rewrite")
     extract_max_tokens: int = Field(512, ge=64, description="reply budget of one MemCell extraction")
+    question_layout: Literal["separate", "shared_prefix"] = Field(
+        "separate", description="separate: each question-time op its own prompt first; shared_prefix: the "
+        "sufficiency check reads the reranked context the answer reads, and the check, the rewrite and the "
+        "answer all open with that context and the question, so the KV cache prefills it once per question")
+    verdict_reason_chars: int = Field(150, ge=0, le=300, description="length cap of the sufficiency check's "
+                                      "'missing' reason (the rewrite's hint); 0 = a bare true/false verdict")
 
 
 # -- ingestion ops ----------------------------------------------------------------------------------
@@ -207,7 +213,11 @@ class EverMemOS(MemorySystem):
 
     # -- retrieval ------------------------------------------------------------------------------
     def retrieve(self, qa: QA, question: Variable) -> Variable:
-        """Round 1 (hybrid + sufficiency), round 2 when insufficient, then the final rerank."""
+        """Round 1 (hybrid + sufficiency), round 2 when insufficient, then the final rerank.
+
+        In the ``shared_prefix`` layout round 1 is reranked first (``retrieved:<qa id>`` version 1), the
+        check reads that context, and round 2, when needed, writes its next version.
+        """
         s, qid = self.settings, qa.id
         search = {"depth": s.search_depth, "rrf_k": s.rrf_k, "k": s.round1_k}
         store: dict[str, Any] = {"cells": list(self.cells)}
@@ -217,29 +227,59 @@ class EverMemOS(MemorySystem):
             "evermemos.hybrid_retrieval", inputs={"query": question, **store}, params=search,
             outputs={"candidates": New(f"candidates:{qid}:r1", INTERMEDIATE)},
         )["candidates"]
+        if s.question_layout == "shared_prefix":
+            return self._shared_prefix_rounds(qa, question, candidates, store, search)
         if s.agentic:
-            candidates = self._agentic_round(qid, question, candidates, store, search)
+            candidates = self._agentic_round(qid, question, candidates, candidates, store, search) or candidates
+        return self._rerank(qid, question, candidates, New(f"retrieved:{qid}", RETRIEVED))
+
+    def _rerank(self, qid: str, question: Variable, candidates: Variable, out: New | Next) -> Variable:
         return self.tracer.call(
             "evermemos.final_rerank", inputs={"query": question, "candidates": candidates},
-            params={"top_k": s.top_k}, outputs={"context": New(f"retrieved:{qid}", RETRIEVED)},
+            params={"top_k": self.settings.top_k}, outputs={"context": out},
         )["context"]
 
-    def _agentic_round(self, qid: str, question: Variable, candidates: Variable, store: dict[str, Any],
-                       search: dict[str, Any]) -> Variable:
-        """Sufficiency check; when it says "insufficient", rewrite the query and search again."""
+    def _shared_prefix_rounds(self, qa: QA, question: Variable, candidates: Variable, store: dict[str, Any],
+                              search: dict[str, Any]) -> Variable:
+        qid = qa.id
+        context = self._rerank(qid, question, candidates, New(f"retrieved:{qid}", RETRIEVED))
+        if not self.settings.agentic:
+            return context
+        round2 = self._agentic_round(qid, question, context, candidates, store, search, shared=self.answer_params(qa))
+        return context if round2 is None else self._rerank(qid, question, round2, Next(context))
+
+    def answer_params(self, qa: QA) -> dict[str, Any]:
+        params = super().answer_params(qa)
+        if self.settings.question_layout != "separate":  # the separate layout's memo keys stay as they were
+            params["layout"] = self.settings.question_layout
+        return params
+
+    def _agentic_round(self, qid: str, question: Variable, candidates: Variable, pool: Variable,
+                       store: dict[str, Any], search: dict[str, Any], *,
+                       shared: dict[str, Any] | None = None) -> Variable | None:
+        """Sufficiency check on ``candidates``; when it says "insufficient", rewrite the query and search
+        again, fusing with the ranked ``pool``. None when the check says sufficient.
+
+        ``shared`` (the answer op's params) selects the shared-prefix messages: ``candidates`` is then the
+        reranked context (chronological, so not a ranking: the fused round-1 list is the ``pool``).
+        """
         s = self.settings
+        layout = {} if shared is None else {**shared, "shown": s.top_k}
+        check: dict[str, Any] = {"shown": s.check_k, **layout}
+        if s.verdict_reason_chars != 150:  # the default's memo keys stay as they were
+            check["reason_chars"] = s.verdict_reason_chars
         verdict = self.tracer.call(
             "evermemos.sufficiency_check", inputs={"query": question, "candidates": candidates},
-            params={"shown": s.check_k}, outputs={"verdict": New(f"sufficiency:{qid}", INTERMEDIATE)},
+            params=check, outputs={"verdict": New(f"sufficiency:{qid}", INTERMEDIATE)},
         )["verdict"]
         if verdict.value["sufficient"]:
-            return candidates
+            return None
         queries = self.tracer.call(
             "evermemos.query_rewrite", inputs={"query": question, "candidates": candidates, "verdict": verdict},
-            params={"shown": s.check_k, "max_queries": s.max_queries},
+            params={"shown": s.check_k, "max_queries": s.max_queries, **layout},
             outputs={"queries": New(f"queries:{qid}", INTERMEDIATE)},
         )["queries"]
         return self.tracer.call(
-            "evermemos.multi_query_retrieval", inputs={"queries": queries, "candidates": candidates, **store},
+            "evermemos.multi_query_retrieval", inputs={"queries": queries, "candidates": pool, **store},
             params=search, outputs={"candidates": New(f"candidates:{qid}:r2", INTERMEDIATE)},
         )["candidates"]

@@ -72,11 +72,25 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
     },
     "required": ["episode", "facts", "foresight"],
 }
-SUFFICIENCY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"sufficient": {"type": "boolean"}, "missing": {"type": "string", "maxLength": 150}},
-    "required": ["sufficient", "missing"],
-}
+#: The sufficiency check's default cap on its "missing" reason (the rewrite's hint), in characters.
+REASON_CHARS = 150
+
+
+def sufficiency_schema(reason_chars: int = REASON_CHARS) -> dict[str, Any]:
+    """The verdict's grammar: a boolean and, unless ``reason_chars`` is 0, a capped reason."""
+    if reason_chars <= 0:
+        return {"type": "object", "properties": {"sufficient": {"type": "boolean"}}, "required": ["sufficient"]}
+    return {"type": "object",
+            "properties": {"sufficient": {"type": "boolean"}, "missing": {"type": "string", "maxLength": reason_chars}},
+            "required": ["sufficient", "missing"]}
+
+
+def sufficiency_max_tokens(reason_chars: int = REASON_CHARS) -> int:
+    """Room for the verdict's JSON under its grammar: 96 for the default reason, 16 for a bare verdict."""
+    return 16 if reason_chars <= 0 else max(24, 16 + reason_chars * 80 // REASON_CHARS)
+
+
+SUFFICIENCY_SCHEMA: dict[str, Any] = sufficiency_schema()
 REWRITE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"queries": {"type": "array", "items": {"type": "string", "maxLength": 100},

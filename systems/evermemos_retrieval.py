@@ -20,6 +20,7 @@ from memtrace_opt.graph import OpContext, OpFailure, operation
 from memtrace_opt.graph.model import EMBEDDING, RETRIEVAL
 from memtrace_opt.systems import evermemos_prompts as P
 from memtrace_opt.systems.index import BM25Index, EmbeddingIndex, TextEmbedder, rrf_fuse
+from memtrace_opt.systems.qa import shared_context_message
 
 __all__ = ["cell_text", "chain_digest", "embedder_of", "hybrid_search", "record_of"]
 
@@ -153,13 +154,28 @@ def hybrid_retrieval(ctx: OpContext, inputs: dict[str, Any], params: dict[str, A
 SHOWN_CANDIDATES: dict[str, tuple[str, str]] = {"candidates": ("cell", "shown")}
 
 
+def _messages(ctx: OpContext, inputs: dict[str, Any], params: dict[str, Any], separate_user: str,
+              shared_tail: str = "") -> list[dict[str, str]]:
+    """The check's and the rewrite's chat: the op's prompt first (``separate``), or the question's shared
+    context first and the prompt after it (``shared_prefix``, the prefix the answer op sends too)."""
+    if params.get("layout", "separate") == "shared_prefix":
+        shared = shared_context_message(inputs["query"], inputs["candidates"][: params["shown"]],
+                                        params.get("question_date"))
+        return [shared, {"role": "user", "content": f"{ctx.prompt}{shared_tail}"}]
+    return [{"role": "system", "content": ctx.prompt or ""}, {"role": "user", "content": separate_user}]
+
+
 @operation("evermemos.sufficiency_check", category=RETRIEVAL, prompt=P.SUFFICIENCY, reads_first=SHOWN_CANDIDATES)
 def sufficiency_check(ctx: OpContext, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    """Agentic round 1: does the top of the candidate list suffice to answer? Unparsable → assume yes."""
+    """Agentic round 1: does the top of the candidate list suffice to answer? Unparsable → assume yes.
+
+    ``reason_chars`` caps the "missing" reason the grammar allows (0: none, a bare verdict of a few tokens).
+    """
     shown = inputs["candidates"][: params["shown"]]
-    reply = ctx.chat([{"role": "system", "content": ctx.prompt},
-                      {"role": "user", "content": P.render_sufficiency(inputs["query"], shown)}],
-                     max_tokens=96, json_schema=P.SUFFICIENCY_SCHEMA)
+    reason_chars = params.get("reason_chars", P.REASON_CHARS)
+    messages = _messages(ctx, inputs, params, P.render_sufficiency(inputs["query"], shown))
+    reply = ctx.chat(messages, max_tokens=P.sufficiency_max_tokens(reason_chars),
+                     json_schema=P.sufficiency_schema(reason_chars))
     verdict = P.parse_sufficiency(reply.text) if reply.finish_reason != "length" else None
     if verdict is None:
         raise OpFailure("sufficiency reply is not JSON with a boolean 'sufficient'",
@@ -171,9 +187,10 @@ def sufficiency_check(ctx: OpContext, inputs: dict[str, Any], params: dict[str, 
 def query_rewrite(ctx: OpContext, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """Agentic round 2: 2-3 follow-up queries aimed at the missing information. Unparsable → the question."""
     shown = inputs["candidates"][: params["shown"]]
-    user = P.render_rewrite(inputs["query"], shown, inputs["verdict"].get("missing", ""))
-    reply = ctx.chat([{"role": "system", "content": ctx.prompt}, {"role": "user", "content": user}],
-                     max_tokens=160, json_schema=P.REWRITE_SCHEMA)
+    missing = inputs["verdict"].get("missing", "")
+    messages = _messages(ctx, inputs, params, P.render_rewrite(inputs["query"], shown, missing),
+                         f"\n\nMissing information: {missing or 'unknown'}")
+    reply = ctx.chat(messages, max_tokens=160, json_schema=P.REWRITE_SCHEMA)
     queries = P.parse_queries(reply.text, inputs["query"], params["max_queries"]) \
         if reply.finish_reason != "length" else None
     if queries is None:

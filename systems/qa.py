@@ -16,6 +16,12 @@ name from an example); as turns, the same four examples took the quickstart's va
 from 4 of 12 (inline) to 7 of 12 (the seed answers 5). An example of another shape (hand-written
 text) stays inline with the rules. A prompt without such blocks gives exactly the messages it
 always gave.
+
+Layout ``shared_prefix`` (param ``layout``; EverMemOS's ``question_layout``) puts the memories and the
+question first, as the system message every question-time op of one question sends byte for byte
+(:func:`shared_context_message`), and the op's instruction after it: the sufficiency check, the
+query rewrite and the answer then share that prefix in the model server's KV cache, and each
+prefills only its own instruction. Without the param the messages are exactly the separate layout's.
 """
 
 from __future__ import annotations
@@ -45,17 +51,36 @@ def format_context(records: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+#: Question-time message layouts: the instruction first (each op its own prompt) or the shared context first.
+LAYOUTS: tuple[str, ...] = ("separate", "shared_prefix")
+
+
+def _asked_on(question_date: str | None) -> str:
+    return f"\nThe question is asked on {question_date}." if question_date else ""
+
+
+def shared_context_message(question: str, context: Sequence[Mapping[str, Any]], question_date: str | None) -> dict[str, str]:
+    """The first message of every ``shared_prefix`` op of one question: same memories, same bytes."""
+    return {"role": "system",
+            "content": f"Memories:\n{format_context(context)}\n\nQuestion: {question}{_asked_on(question_date)}"}
+
+
 @operation("qa.answer", category=QA, prompt="question_answering")
 def answer_question(ctx: OpContext, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """Answer the question from the retrieved memories with the (optimizable) QA prompt."""
-    when = f"\nThe question is asked on {params['question_date']}." if params.get("question_date") else ""
+    when = _asked_on(params.get("question_date"))
     parts = split_prompt(ctx.prompt or DEFAULT_QA_PROMPT)
     shots, inline = example_turns(parts.examples)
     learned = compose_prompt("", parts.rules, inline).strip()
     learned = f"{learned}\n\n" if learned else ""
-    user = _user_message(format_context(inputs["context"]), f"{learned}Question: {inputs['question']}{when}")
-    reply = ctx.chat([{"role": "system", "content": parts.instruction}, *shots, {"role": "user", "content": user}],
-                     max_tokens=48)
+    if params.get("layout", "separate") == "shared_prefix":
+        shared = shared_context_message(inputs["question"], inputs["context"], params.get("question_date"))
+        ask = f"{parts.instruction}\n\n{learned}Question: {inputs['question']}{when}\nAnswer:"
+        messages = [shared, *shots, {"role": "user", "content": ask}]
+    else:
+        user = _user_message(format_context(inputs["context"]), f"{learned}Question: {inputs['question']}{when}")
+        messages = [{"role": "system", "content": parts.instruction}, *shots, {"role": "user", "content": user}]
+    reply = ctx.chat(messages, max_tokens=48)
     text = reply.text.strip().splitlines()[0].strip() if reply.text.strip() else ""
     return {"answer": text}
 

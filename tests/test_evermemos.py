@@ -20,7 +20,7 @@ from memtrace_opt.systems import evermemos_prompts as P
 from memtrace_opt.systems.evermemos import EverMemOS
 from memtrace_opt.systems.registry import get_system
 from memtrace_opt.systems.runner import make_rerun, resolve_settings, run_conversation
-from tests.scripted_lm import HashEmbedder, ScriptedLM
+from tests.scripted_lm import HashEmbedder, ScriptedLM, prompt_text
 
 SETTINGS = {"boundary_check_every": 2}
 MULTI_HOP = "mini-1/q2"  # "Where is the person who gave Tom his guitar moving to?"
@@ -51,11 +51,11 @@ def scripted_lm(*, fail_extraction_on: str | None = None, boundary_reply: str | 
                            "foresight": [{"text": "visit", "valid_until": None}]})
 
     def sufficient(ms, _m):
-        question = re.search(r"Question: (.*)", ms[-1]["content"])[1]
+        question = re.search(r"Question: (.*)", prompt_text(ms))[1]
         return json.dumps({"sufficient": "guitar" not in question, "missing": "who gave the guitar"})
 
     def answer(ms, _m):
-        return "Biscuit" if "called Biscuit" in ms[-1]["content"] else "Not mentioned."
+        return "Biscuit" if "called Biscuit" in prompt_text(ms) else "Not mentioned."
 
     return ScriptedLM([
         (r"split a conversation into episodes", boundary),
@@ -180,6 +180,68 @@ def test_agentic_off_skips_both_rounds(conv):
     assert "evermemos.sufficiency_check" not in names and "evermemos.query_rewrite" not in names
     assert all(len(result.graph.value(f"retrieved:{q.id}@1")) == 2 for q in conv.scored_qa())
     assert not lm.calls_matching("enough to answer")
+
+
+SHARED = {**SETTINGS, "question_layout": "shared_prefix"}
+
+
+@pytest.fixture(scope="module")
+def shared(conv):
+    return run(conv, settings=SHARED)
+
+
+def _question_calls(lm, question):
+    return [c for c in lm.calls if c.messages[0]["content"].startswith("Memories:")
+            and f"Question: {question}" in c.messages[0]["content"]]
+
+
+def test_shared_prefix_ops_of_a_question_open_with_the_same_context_message(conv, shared):
+    result, lm = shared
+    for qa in conv.scored_qa():
+        calls = _question_calls(lm, qa.question)
+        kinds = [next(k for k, pat in (("check", "enough to answer"), ("rewrite", "short search queries"),
+                                      ("answer", "You answer questions")) if re.search(pat, c.prompt)) for c in calls]
+        assert kinds[0] == "check" and kinds[-1] == "answer", (qa.id, kinds)
+        first = {c.messages[0]["content"] for c in calls[:-1]}
+        assert len(first) == 1, qa.id  # the check and the rewrite send the same bytes first
+        if "rewrite" not in kinds:  # sufficient: the answer reads the very context the check saw
+            assert calls[-1].messages[0] == calls[0].messages[0], qa.id
+        # the instruction comes after the context, never before it
+        assert all(c.messages[0]["role"] == "system" and c.messages[-1]["role"] == "user" for c in calls)
+    assert [r.prediction for r in result.results][0] == "Biscuit"
+
+
+def test_shared_prefix_checks_the_reranked_context_and_round_two_versions_it(conv, shared):
+    graph = shared[0].graph
+    check = next(o for o in ops_named(graph, "evermemos.sufficiency_check") if o.session == "answer:mini-1/q0")
+    assert check.inputs["candidates"] == ("retrieved:mini-1/q0@1",)
+    assert graph.ops[graph.producer["retrieved:mini-1/q0@1"]].name == "evermemos.final_rerank"
+    answer = next(o for o in ops_named(graph, "qa.answer") if o.session == "answer:mini-1/q0")
+    assert answer.inputs["context"] == ("retrieved:mini-1/q0@1",)
+    # insufficient: round 2 fuses with the *ranked* round-1 list, and its rerank writes version 2
+    multi = next(o for o in ops_named(graph, "evermemos.multi_query_retrieval") if o.session == f"answer:{MULTI_HOP}")
+    assert multi.inputs["candidates"] == (f"candidates:{MULTI_HOP}:r1@1",)
+    final = next(o for o in ops_named(graph, "qa.answer") if o.session == f"answer:{MULTI_HOP}")
+    assert final.inputs["context"] == (f"retrieved:{MULTI_HOP}@2",)
+    assert graph.ops[graph.producer[f"retrieved:{MULTI_HOP}@2"]].inputs["candidates"] == (f"candidates:{MULTI_HOP}:r2@1",)
+
+
+def test_separate_layout_keeps_its_messages_and_params(recorded):
+    graph, lm = recorded[0].graph, recorded[1]
+    assert all("layout" not in o.params and "reason_chars" not in o.params for o in graph.ops.values())
+    check = next(c for c in lm.calls if "enough to answer" in c.prompt)
+    assert check.messages[0]["content"] == P.DEFAULT_PROMPTS[P.SUFFICIENCY]
+    assert check.messages[1]["content"].startswith("Question: ")
+    assert check.kwargs["json_schema"] == P.SUFFICIENCY_SCHEMA and check.kwargs["max_tokens"] == 96
+
+
+def test_a_bare_verdict_is_a_boolean_under_a_short_budget(conv):
+    result, lm = run(conv, settings={**SETTINGS, "verdict_reason_chars": 0})
+    checks = [c for c in lm.calls if "enough to answer" in c.prompt]
+    assert checks and all(c.kwargs["max_tokens"] == 16 for c in checks)
+    assert all(set(c.kwargs["json_schema"]["properties"]) == {"sufficient"} for c in checks)
+    # the scripted reply still carries a reason; the verdict keeps it, the rewrite is run as before
+    assert result.graph.value(f"queries:{MULTI_HOP}@1") == ["Tom sister Ada", "Ada moving abroad"]
 
 
 def test_unparsable_extraction_is_a_failed_op_with_a_fallback_cell(conv):

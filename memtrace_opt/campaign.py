@@ -16,6 +16,14 @@ stored once each, and importing them rebuilds the cache: on resume every LM call
 free. The checkpoint of each run dir (rewritten after every step) says which rounds are done; work
 inside an unfinished round is redone on resume, and the cache makes that redone work free.
 
+``sealed: true`` (required, true or false, whenever the run config reads a dataset file): the state quotes
+the data (LM replies copy conversation text; run dirs hold whole graphs), so for data that must not be
+committed (LoCoMo is CC BY-NC) the chunks are sealed to the dataset file (:mod:`memtrace_opt.seal`:
+``cache-NNNN.jsonl.gz.sealed``, readable only with the same file), the run dirs stay out of git (the
+campaign writes its own ``.gitignore``), and ``state/progress.json`` (numbers only) carries the standing
+to a fresh clone. There the finished work is replayed from the unsealed cache: no LM call is repeated,
+and the results are those of the uninterrupted run.
+
 ``run_campaign`` is the same call to start and to continue; ``campaign_progress`` reads where a
 campaign stands without running anything.
 """
@@ -27,6 +35,7 @@ import io
 import json
 import re
 import sqlite3
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -43,8 +52,10 @@ __all__ = ["CAMPAIGN_FILE", "Campaign", "CampaignProgress", "MethodProgress", "c
 CAMPAIGN_FILE = "campaign.yaml"
 RUNS_DIR = "runs"
 STATE_DIR = "state"
-_FIELDS = ("config", "methods", "description", "costs", "costs_row")
-_CHUNK = re.compile(r"^cache-(\d{4,})\.jsonl\.gz$")
+_FIELDS = ("config", "methods", "description", "costs", "costs_row", "sealed")
+_CHUNK = re.compile(r"^cache-(\d{4,})\.jsonl\.gz(\.sealed)?$")
+#: A sealed campaign's standing in numbers, committed (its run dirs are not).
+PROGRESS_FILE = "progress.json"
 _COLUMNS = ("key", "model_id", "text", "prompt_tokens", "completion_tokens", "finish_reason", "latency_s", "created")
 #: Config fields a campaign overrides (``out=`` supersedes them), so they may differ between machines.
 _SUPERSEDED = ("output_dir", "run_name")
@@ -64,6 +75,33 @@ class Campaign:
     #: A ``bench-lm --json`` result measured on this machine (and its row): sizes the LM time left.
     costs: Path | None = None
     costs_row: str | None = None
+    #: The dataset file the state is sealed to (None: committed as plain text).
+    sealed_to: Path | None = None
+
+
+def _dataset_file(config_path: Path) -> Path | None:
+    """The dataset file a run config reads (``dataset.path``, against the config's folder); None: bundled data."""
+    try:
+        data = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None  # load_config reports it, with the field, when the campaign runs
+    dataset = data.get("dataset") if isinstance(data, dict) else None
+    path = dataset.get("path") if isinstance(dataset, dict) else None
+    return (config_path.parent / path).resolve() if isinstance(path, str) and path.strip() else None
+
+
+def _sealing(where: str, data: dict[str, Any], config_path: Path) -> Path | None:
+    dataset = _dataset_file(config_path)
+    sealed = data.get("sealed")
+    if sealed is None and dataset is not None:
+        raise ConfigError(where, "sealed", f"required: the config reads the dataset file {dataset}; say sealed: true "
+                          "to commit the state sealed to that file (data that must not be committed, such as "
+                          "LoCoMo), or sealed: false when the file's contents may be committed")
+    if sealed is not None and not isinstance(sealed, bool):
+        raise ConfigError(where, "sealed", f"expected true or false, found {sealed!r}")
+    if sealed and dataset is None:
+        raise ConfigError(where, "sealed", "the config reads no dataset file (dataset.path) to seal the state to")
+    return dataset if sealed else None
 
 
 def load_campaign(folder: str | Path) -> Campaign:
@@ -110,7 +148,8 @@ def load_campaign(folder: str | Path) -> Campaign:
     costs_row = data.get("costs_row")
     if costs_row is not None and (not isinstance(costs_row, str) or costs_path is None):
         raise ConfigError(where, "costs_row", "a row label of the costs file (needs costs:)")
-    return Campaign(root, root.resolve().name, config_path, tuple(methods), description, costs_path, costs_row)
+    return Campaign(root, root.resolve().name, config_path, tuple(methods), description, costs_path, costs_row,
+                    _sealing(where, data, config_path))
 
 
 # -- the LM cache as committed chunks ------------------------------------------------------------
@@ -123,16 +162,39 @@ def cache_path(folder: str | Path) -> Path:
 
 def _chunks(folder: Path) -> list[Path]:
     state = folder / STATE_DIR
-    return sorted((p for p in state.glob("cache-*.jsonl.gz") if _CHUNK.match(p.name)),
+    return sorted((p for p in state.glob("cache-*.jsonl.gz*") if _CHUNK.match(p.name)),
                   key=lambda p: int(_CHUNK.match(p.name).group(1)))  # type: ignore[union-attr]
+
+
+def _key(folder: Path) -> bytes | None:
+    """The seal key of the campaign in ``folder``; None when its state is plain."""
+    from memtrace_opt.seal import dataset_key
+
+    sealed_to = load_campaign(folder).sealed_to
+    return None if sealed_to is None else dataset_key(sealed_to)
+
+
+def _chunk_text(chunk: Path, key: bytes | None) -> io.TextIOWrapper:
+    """A chunk's lines; a sealed chunk needs the campaign's key, a plain one must not be in a sealed campaign."""
+    from memtrace_opt.seal import SEALED_SUFFIX, unseal
+
+    is_sealed = chunk.name.endswith(SEALED_SUFFIX)
+    if is_sealed != (key is not None):
+        raise ConfigError(str(chunk), None, "a sealed chunk in a plain campaign" if is_sealed else
+                          "a plain chunk in a sealed campaign: it would commit the data; delete it from git")
+    raw = chunk.read_bytes()
+    if key is not None:
+        raw = unseal(raw, key, where=str(chunk))
+    return io.TextIOWrapper(gzip.GzipFile(fileobj=io.BytesIO(raw)), encoding="utf-8")
 
 
 def _read_chunks(folder: Path) -> dict[str, dict[str, Any]]:
     """Every committed entry by key (a later chunk never repeats a key, but if it did the first wins)."""
     entries: dict[str, dict[str, Any]] = {}
+    key = _key(folder) if _chunks(folder) else None
     for chunk in _chunks(folder):
         try:
-            with gzip.open(chunk, "rt", encoding="utf-8") as fh:
+            with _chunk_text(chunk, key) as fh:
                 for n, line in enumerate(fh, 1):
                     row = json.loads(line)
                     if not isinstance(row, dict) or set(row) != set(_COLUMNS):
@@ -184,13 +246,19 @@ def export_cache(folder: str | Path) -> Path | None:
     new = [r for r in rows if r["key"] not in known]
     if not new:
         return None
+    from memtrace_opt.seal import SEALED_SUFFIX, seal
+
     chunks = _chunks(root)
     number = int(_CHUNK.match(chunks[-1].name).group(1)) + 1 if chunks else 1  # type: ignore[union-attr]
     buf = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0) as gz:
         for r in new:
             gz.write((json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8"))
-    return atomic_write_bytes(root / STATE_DIR / f"cache-{number:04d}.jsonl.gz", buf.getvalue())
+    key = _key(root)
+    name = f"cache-{number:04d}.jsonl.gz"
+    if key is None:
+        return atomic_write_bytes(root / STATE_DIR / name, buf.getvalue())
+    return atomic_write_bytes(root / STATE_DIR / f"{name}{SEALED_SUFFIX}", seal(buf.getvalue(), key))
 
 
 def _cache_totals(folder: Path) -> tuple[int, float]:
@@ -257,13 +325,55 @@ def _adopt_moved_config(run_dir: Path, cfg: Any) -> bool:
 
 
 # -- running -------------------------------------------------------------------------------------
+class _PeriodicExport:
+    """Exports the working cache to a new chunk every ``every_s`` seconds while a method runs: a method is
+    hours of LM time, and a machine taken away with SIGKILL runs no ``finally``."""
+
+    def __init__(self, camp: Campaign, every_s: float | None, say: Callable[[str], None]) -> None:
+        self.camp, self.every_s, self.say = camp, every_s, say
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def export(self) -> Path | None:
+        with self.lock:  # one writer of chunk numbers and progress.json at a time
+            chunk = export_cache(self.camp.folder)
+            _save_progress(self.camp)
+            return chunk
+
+    def _loop(self) -> None:
+        assert self.every_s is not None
+        while not self.stopped.wait(self.every_s):
+            try:
+                chunk = self.export()
+            except (sqlite3.Error, OSError) as err:  # retried next time; said, never silent
+                self.say(f"campaign {self.camp.name}: periodic export failed ({err}); retrying in {self.every_s:.0f} s")
+                continue
+            if chunk is not None:
+                self.say(f"campaign {self.camp.name}: LM answers so far saved to {chunk.name}")
+
+    def __enter__(self) -> _PeriodicExport:
+        if self.every_s:
+            self.thread = threading.Thread(target=self._loop, name="campaign-export", daemon=True)
+            self.thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stopped.set()
+        if self.thread is not None:
+            self.thread.join()
+        self.export()  # no-op when nothing new (the normal path exported already)
+
+
 def run_campaign(folder: str | Path, *, injected: Injected | None = None,
-                 progress: Callable[[str], None] | None = None, stop_after: int | None = None) -> CampaignProgress:
+                 progress: Callable[[str], None] | None = None, stop_after: int | None = None,
+                 export_every_s: float | None = None) -> CampaignProgress:
     """Start or continue the campaign in ``folder``: each method in order, resumed from its checkpoint.
 
     ``stop_after``: finish that many methods (counting those already finished), then return. The LM cache
-    is exported to a new chunk after each method and, in ``finally``, when anything (Ctrl-C included) stops
-    the campaign, so a ``git commit`` of the folder then holds every answer paid for.
+    is exported to a new chunk after each method, every ``export_every_s`` seconds while one runs, and when
+    anything (Ctrl-C, SIGTERM from the CLI) stops the campaign, so a ``git commit`` of the folder then holds
+    every answer paid for.
     """
     from memtrace_opt.config import load_config
     from memtrace_opt.loop import load_state
@@ -272,13 +382,15 @@ def run_campaign(folder: str | Path, *, injected: Injected | None = None,
     camp = load_campaign(folder)
     root = camp.folder
     say = progress or (lambda _line: None)
+    if camp.sealed_to is not None:
+        _keep_run_dirs_out_of_git(root)
     imported = import_cache(root)
     if imported:
         say(f"campaign {camp.name}: {imported:,} stored LM answers imported into {cache_path(root)}")
     state_dir = (root / STATE_DIR).resolve()
     cfg = load_config(camp.config).model_copy(update={"cache_dir": state_dir})
     done = 0
-    try:
+    with _PeriodicExport(camp, export_every_s, say) as exporter:
         for i, method in enumerate(camp.methods, 1):
             if stop_after is not None and done >= stop_after:
                 break
@@ -294,14 +406,28 @@ def run_campaign(folder: str | Path, *, injected: Injected | None = None,
             run_optimize(camp.config, method=method, out=str(run_dir), cache_dir=str(state_dir), resume=True,
                          injected=injected, progress=progress)
             done += 1
-            chunk = export_cache(root)
+            chunk = exporter.export()
             if chunk is not None:
                 say(f"campaign {camp.name}: {method} finished; new LM answers saved to {chunk.name}")
-    finally:
-        export_cache(root)  # no-op when nothing new (the normal path exported already)
     report = campaign_progress(root)
     say(str(report))
     return report
+
+
+def _keep_run_dirs_out_of_git(root: Path) -> None:
+    """A sealed campaign's run dirs quote the data in plain text: its own .gitignore keeps them out."""
+    ignore = root / ".gitignore"
+    if not ignore.exists() or f"{RUNS_DIR}/" not in ignore.read_text(encoding="utf-8").split():
+        atomic_write_bytes(ignore, f"# sealed campaign: the run dirs quote the dataset; the state/ chunks are sealed\n"
+                                   f"{RUNS_DIR}/\n".encode())
+
+
+def _save_progress(camp: Campaign) -> None:
+    """``state/progress.json`` for a sealed campaign: its standing in numbers, for a clone without run dirs."""
+    if camp.sealed_to is None:
+        return
+    data = json.dumps(campaign_progress(camp.folder).to_dict(), indent=1, sort_keys=True) + "\n"
+    atomic_write_bytes(camp.folder / STATE_DIR / PROGRESS_FILE, data.encode("utf-8"))
 
 
 # -- progress ------------------------------------------------------------------------------------
@@ -375,10 +501,11 @@ def campaign_progress(folder: str | Path) -> CampaignProgress:
 
     camp = load_campaign(folder)
     out = CampaignProgress(camp.name)
+    saved = _saved_progress(camp)
     for method in camp.methods:
         state = load_state(camp.folder / RUNS_DIR / method)
         if state is None:
-            out.methods.append(MethodProgress(method, "not started"))
+            out.methods.append(saved.get(method, MethodProgress(method, "not started")))
             continue
         final = state.final or {}
         finished = state.status == _DONE
@@ -391,6 +518,18 @@ def campaign_progress(folder: str | Path) -> CampaignProgress:
     if camp.costs is not None:
         out.lm_seconds_left = _time_left(camp, out.methods)
     return out
+
+
+def _saved_progress(camp: Campaign) -> dict[str, MethodProgress]:
+    """A sealed campaign's committed standing per method (a fresh clone has no run dirs to read)."""
+    path = camp.folder / STATE_DIR / PROGRESS_FILE
+    if camp.sealed_to is None or not path.exists():
+        return {}
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))["methods"]
+        return {r["method"]: MethodProgress(**r) for r in rows}
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ConfigError(str(path), None, f"unreadable campaign progress ({err}); restore it from git") from None
 
 
 def _time_left(camp: Campaign, methods: list[MethodProgress]) -> tuple[float, float]:

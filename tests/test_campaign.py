@@ -51,7 +51,7 @@ def scripted(folder: Path, log: list[str], stop_at: int | None = None) -> tuple[
     return Injected({"task": task, "judge": task, "reflection": accounted(caches[1], "reflection")}), caches
 
 
-def make_clone(root: Path) -> Path:
+def make_clone(root: Path, *, sealed: bool = False) -> Path:
     """A repository-like tree: the dataset, a run config and the campaign folder naming it."""
     (root / "data").mkdir(parents=True)
     write_dataset(root / "data" / "looptest.json")
@@ -66,7 +66,7 @@ def make_clone(root: Path) -> Path:
     folder = root / CAMPAIGN
     folder.mkdir(parents=True)
     (folder / "campaign.yaml").write_text(yaml.safe_dump(
-        {"config": "../../configs/demo.yaml", "methods": METHODS, "description": "resume test"}))
+        {"config": "../../configs/demo.yaml", "methods": METHODS, "description": "resume test", "sealed": sealed}))
     return folder
 
 
@@ -209,6 +209,8 @@ def test_progress_lines_before_during_and_after(tmp_path):
     ("config: ../../configs/demo.yaml\nmethods: [none]\ndescription: [1]\n", "description"),
     ("config: ../../configs/demo.yaml\nmethods: [none]\ncosts: nowhere.json\n", "costs"),
     ("config: ../../configs/demo.yaml\nmethods: [none]\ncosts_row: pairs\n", "costs_row"),
+    ("config: ../../configs/demo.yaml\nmethods: [none]\n", "sealed"),  # the config reads a dataset file
+    ("config: ../../configs/demo.yaml\nmethods: [none]\nsealed: 'yes'\n", "sealed"),
 ])
 def test_a_malformed_campaign_file_is_a_config_error_naming_the_field(tmp_path, text, field):
     folder = make_clone(tmp_path / "repo")
@@ -276,7 +278,7 @@ def test_costs_give_the_lm_time_left_shrinking_as_methods_finish(tmp_path):
     folder = make_clone(tmp_path / "repo")
     bench = bench_file(tmp_path, per_turn=20.0, per_question=30.0)
     (folder / "campaign.yaml").write_text(yaml.safe_dump(
-        {"config": "../../configs/demo.yaml", "methods": METHODS, "costs": str(bench)}))
+        {"config": "../../configs/demo.yaml", "methods": METHODS, "costs": str(bench), "sealed": False}))
     rows = {r["method"]: r for r in estimate_config(folder.parent.parent / "configs" / "demo.yaml", bench,
                                                     methods=METHODS)["methods"]}
     before = campaign_progress(folder)
@@ -289,3 +291,96 @@ def test_costs_give_the_lm_time_left_shrinking_as_methods_finish(tmp_path):
                                                                        rows["attributed"]["high_s"]))
     run(folder, [])
     assert campaign_progress(folder).lm_seconds_left == (0.0, 0.0)
+
+
+# -- sealed campaigns: state that quotes the data, committed sealed to the dataset file ------------------
+def copy_committed_sealed(src_root: Path, dst_root: Path) -> None:
+    """What ``git add`` takes of a clone holding a sealed campaign: its own .gitignore keeps runs/ out."""
+    folder = src_root / CAMPAIGN
+    assert (folder / ".gitignore").read_text().split()[-1] == "runs/"
+    shutil.copytree(src_root, dst_root, ignore=lambda d, names: [
+        n for n in names if any(fnmatch.fnmatch(n, pat) for pat in IGNORED) or (Path(d) == folder and n == "runs")])
+    assert not (dst_root / CAMPAIGN / "runs").exists()
+
+
+def test_a_sealed_campaign_commits_no_readable_data_and_continues_on_a_fresh_clone(tmp_path, reference):
+    from memtrace_opt.seal import dataset_key, unseal
+
+    expected, all_calls = reference
+    folder_b = make_clone(tmp_path / "b" / "repo", sealed=True)
+    before: list[str] = []
+    run(folder_b, before, stop_after=1)
+    assert json.loads((folder_b / "state" / "progress.json").read_text())["finished"] == 1
+
+    clone = tmp_path / "c" / "elsewhere" / "repo"
+    copy_committed_sealed(tmp_path / "b" / "repo", clone)
+    folder_c = clone / CAMPAIGN
+    status = campaign_progress(folder_c)  # from state/progress.json: the fresh clone has no run dirs
+    assert [m.status for m in status.methods] == ["finished", "not started"]
+    after: list[str] = []
+    report = run(folder_c, after)
+    assert report.finished == 2 and results(folder_c) == expected
+    assert not set(after) & set(before), "the continuation repeated an LM call made before the stop"
+    assert sorted(before + after) == sorted(all_calls)
+
+    chunks = sorted((folder_c / "state").glob("cache-*"))
+    assert len(chunks) == 2 and all(p.name.endswith(".jsonl.gz.sealed") for p in chunks)
+    dataset = clone / "data" / "looptest.json"
+    golds = {q["answer"] for c in json.loads(dataset.read_text())["conversations"] for q in c["qa"]}
+    plain = b"".join(gzip.decompress(unseal(p.read_bytes(), dataset_key(dataset), where=p.name)) for p in chunks)
+    assert [g for g in golds if g.encode() in plain], "the attributed method's replies quote gold answers"
+    blob = b"".join(p.read_bytes() for p in chunks)
+    assert not [g for g in golds if g.encode() in blob]
+    with pytest.raises(OSError):
+        gzip.decompress(blob)  # not a gzip stream: nothing readable without the key
+
+
+def test_a_sealed_campaign_needs_the_same_dataset_file(tmp_path):
+    folder = make_clone(tmp_path / "b" / "repo", sealed=True)
+    run(folder, [], stop_after=1)
+    copy_committed_sealed(tmp_path / "b" / "repo", tmp_path / "c" / "repo")
+    dataset = tmp_path / "c" / "repo" / "data" / "looptest.json"
+    dataset.write_text(dataset.read_text() + "\n")  # another copy of the data: another key
+    with pytest.raises(ConfigError, match="cannot be unsealed with this dataset file") as err:
+        run(tmp_path / "c" / "repo" / CAMPAIGN, [])
+    assert err.value.path.endswith(".jsonl.gz.sealed")
+
+
+def test_sealed_needs_a_dataset_file_and_plain_chunks_are_refused(tmp_path):
+    folder = make_clone(tmp_path / "repo", sealed=True)
+    config = folder.parent.parent / "configs" / "demo.yaml"
+    plain = yaml.safe_load(config.read_text())
+    config.write_text(yaml.safe_dump({**plain, "dataset": {"name": "mini"}}))
+    with pytest.raises(ConfigError, match="reads no dataset file") as err:
+        load_campaign(folder)
+    assert err.value.field == "sealed"
+    config.write_text(yaml.safe_dump(plain))
+    (folder / "state").mkdir()
+    (folder / "state" / "cache-0001.jsonl.gz").write_bytes(gzip.compress(b""))
+    with pytest.raises(ConfigError, match="a plain chunk in a sealed campaign"):
+        campaign_progress(folder)
+
+
+def test_answers_are_saved_while_a_method_runs_and_on_sigterm(tmp_path, reference, monkeypatch):
+    """A method is hours of LM time: the cache is exported every ``export_every_s`` while it runs (a SIGKILL
+    then loses at most that much), and the CLI turns SIGTERM into the Ctrl-C path that exports on the way out."""
+    import os
+    import signal
+    import time
+
+    from memtrace_opt.commands.campaign import _sigterm_as_interrupt
+
+    expected, _ = reference
+    folder = make_clone(tmp_path / "repo")
+    slow = Recorder.chat
+    monkeypatch.setattr(Recorder, "chat", lambda self, m, **kw: (time.sleep(0.01), slow(self, m, **kw))[1])
+    run(folder, [], export_every_s=0.05)
+    chunks = sorted((folder / "state").glob("cache-*.jsonl.gz"))
+    assert len(chunks) > len(METHODS)  # saves inside the methods, not only after each
+    keys = [json.loads(line)["key"] for p in chunks for line in gzip.open(p, "rt")]
+    assert len(keys) == len(set(keys))  # each answer in one chunk only
+    assert results(folder) == expected
+    with pytest.raises(KeyboardInterrupt), _sigterm_as_interrupt():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL

@@ -9,6 +9,10 @@ without running anything.
 
 from __future__ import annotations
 
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any, Optional
 
 import typer
@@ -30,6 +34,24 @@ def status_table(report: Any) -> Any:
     return table
 
 
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a machine being taken away, ``kill``) stops the campaign as Ctrl-C does: the paid-for LM
+    answers are exported on the way out instead of the process dying without its ``finally``."""
+
+    def interrupt(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``campaign`` command group to the CLI."""
     group = typer.Typer(help="Start, continue or inspect a campaign (experiments/campaigns/NAME/).",
@@ -44,13 +66,17 @@ def register(app: typer.Typer) -> None:
             "--stop-after", min=1, help="Return once this many methods are finished (to split the work).")] = None,
         quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="Print the progress as JSON.")] = False,
+        export_every: Annotated[float, typer.Option(
+            "--export-every", min=0, help="Minutes between saves of the LM answers while a method runs (0: off).")] = 15,
     ) -> None:
         """Start or continue a campaign: nothing finished is recomputed; commit the folder to keep the work."""
         from memtrace_opt.campaign import run_campaign
         from memtrace_opt.commands.console import Reporter
 
         report = Reporter(quiet=quiet, as_json=as_json)
-        progress = run_campaign(folder, injected=ctx.obj, progress=report.progress, stop_after=stop_after)
+        with _sigterm_as_interrupt():
+            progress = run_campaign(folder, injected=ctx.obj, progress=report.progress, stop_after=stop_after,
+                                    export_every_s=60 * export_every or None)
         report.result(progress.to_dict(), status_table(progress))
         report.summary(str(progress))
 

@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: What the build reads: the metadata and the three source folders (``package-dir`` in pyproject.toml).
 SOURCES = ("pyproject.toml", "README.md", "memtrace_opt", "systems", "optimizers")
 #: Source folder -> its path inside the wheel.
-WHEEL_DIRS = {"memtrace_opt": "memtrace_opt", "systems": "memtrace_opt/systems", "optimizers": "memtrace_opt/optimizers"}
+WHEEL_DIRS = {"memtrace_opt": "memtrace_opt", "systems": "memtrace_opt/systems",
+              "optimizers": "memtrace_opt/optimizers"}
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 RUN_CONFIG = """run_name: wheel
 output_dir: out

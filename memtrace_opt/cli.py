@@ -16,6 +16,7 @@ from memtrace_opt.errors import MemtraceError
 from memtrace_opt.lm.run_lms import Injected
 
 COMMAND_MODULES: tuple[str, ...] = (
+    "memtrace_opt.commands.version",
     "memtrace_opt.commands.data",
     "memtrace_opt.commands.systems",
     "memtrace_opt.commands.eval",

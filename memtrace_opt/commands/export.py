@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
             "--endpoint", help="OTLP/HTTP endpoint, e.g. http://127.0.0.1:6006 (Phoenix) or a collector.")] = None,
         out: Annotated[Optional[Path], typer.Option("--out", help="Write the spans to this JSON file instead.")] = None,
         content: Annotated[bool, typer.Option("--content/--no-content",
-                                              help="Include message, memory and answer text in spans.")] = True,
+                                              help="Include message, memory, query and answer text in spans.")] = True,
     ) -> None:
         """One span per operation (GenAI and OpenInference attributes), sessions as parents, blame as events."""
         from memtrace_opt.export_otel import export_run

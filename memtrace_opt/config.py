@@ -122,6 +122,9 @@ class SystemConfig(_Section):
     texts the system's library ships (:mod:`memtrace_opt.systems.published`), filled into ``prompts``
     here, so every consumer of the config (eval, the loop, the report's diffs) starts from them.
     ``prompts`` given in the file override either seed, component by component.
+    ``prompt_appends`` adds text (after a blank line) to a component's starting text, whichever seed
+    or override it comes from: a rule stated without copying a library's prompt into the config, as
+    the controlled-repair experiments do to give one prompt a defect.
     """
 
     module: str | None = None  # validated before name: importing it registers the system
@@ -129,6 +132,7 @@ class SystemConfig(_Section):
     seed: Literal["project", "published"] = "project"
     settings: dict[str, Any] = Field(default_factory=dict)
     prompts: dict[str, str] = Field(default_factory=dict)
+    prompt_appends: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("seed")
     @classmethod
@@ -146,7 +150,21 @@ class SystemConfig(_Section):
             from memtrace_opt.systems.published import published_prompts
 
             self.prompts = {**published_prompts(self.name), **self.prompts}
+        if self.prompt_appends:
+            self._apply_appends()
         return self
+
+    def _apply_appends(self) -> None:
+        from memtrace_opt.systems.registry import get_system
+
+        defaults = get_system(self.name).prompts()
+        for component, text in self.prompt_appends.items():
+            if component not in defaults:
+                raise ValueError(f"prompt_appends: {self.name} has no prompt {component!r} "
+                                 f"(its prompts: {', '.join(sorted(defaults))})")
+            base = self.prompts.get(component, defaults[component])
+            self.prompts[component] = f"{base.rstrip()}\n\n{text.strip()}"
+        self.prompt_appends = {}  # applied once: the saved config holds the filled prompts
 
     @field_validator("module")
     @classmethod

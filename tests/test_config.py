@@ -141,3 +141,18 @@ def test_user_errors_survive_pickling_with_their_message():
     for err in (ConfigError("a.yaml", "system.name", "unknown"), DatasetError("d.json", "conv-1/q3", "no answer")):
         back = pickle.loads(pickle.dumps(err))
         assert type(back) is type(err) and back.one_line() == err.one_line() and back.exit_code == 2
+
+
+def test_prompt_appends_add_a_rule_to_the_seed_once_and_the_saved_config_holds_the_result(tmp_path):
+    from memtrace_opt.systems.mem0_prompts import default_prompts
+
+    rule = "Leave out dates, times and places."
+    text = f"{MINIMAL}  prompt_appends:\n    fact_extraction: '{rule}'\n"
+    cfg = load_config(_write(tmp_path, text))
+    seed = default_prompts()["fact_extraction"]
+    assert cfg.system.prompts["fact_extraction"] == f"{seed.rstrip()}\n\n{rule}"
+    assert "memory_update" not in cfg.system.prompts and cfg.system.prompt_appends == {}
+    again = load_config(_write(tmp_path, cfg.dump_yaml(), "saved.yaml"))  # reloaded: not appended twice
+    assert again.system.prompts == cfg.system.prompts
+    with pytest.raises(ConfigError, match="prompt_appends: mem0 has no prompt 'answer'"):
+        load_config(_write(tmp_path, text.replace("fact_extraction:", "answer:"), "bad.yaml"))

@@ -60,8 +60,11 @@ class _Section(BaseModel):
 class ModelsConfig(_Section):
     """Model per role; ``judge`` and ``reflection`` default to a copy of ``task``."""
 
+    #: The model that runs the memory system's operations (extraction, update decisions, answers).
     task: ModelConfig = Field(default_factory=ModelConfig)
+    #: The model behind the LLM judge (``eval.judge: llm`` or ``hybrid``); null: a copy of ``task``.
     judge: ModelConfig | None = None
+    #: The model that proposes prompt edits (rules, rewrites, lines to drop); null: a copy of ``task``.
     reflection: ModelConfig | None = None
 
     @model_validator(mode="after")
@@ -76,15 +79,23 @@ class ModelsConfig(_Section):
 class DatasetConfig(_Section):
     """Which data, and which slice of it (see :func:`memtrace_opt.data.select`)."""
 
+    #: ``mini``: the bundled made-up dataset (nine conversations, 54 questions); ``locomo`` and
+    #: ``longmemeval`` are read from ``path``.
     name: Literal["locomo", "longmemeval", "mini"] = "mini"
+    #: The dataset file (or, for LoCoMo, a URL); not needed for ``mini``.
     path: RelPathOrURL | None = None
+    #: LoCoMo only: a gold-label audit file; its entries flag questions and carry corrected answers and evidence.
     audit_path: RelPath | None = None
+    #: Conversation ids to keep, in this order (null: all).
     conversations: list[str] | None = None
+    #: Keep each conversation's first N sessions and only the questions whose evidence lies in them.
     max_sessions: Positive | None = None
+    #: Keep at most N scored questions per conversation, in order.
     max_questions: Positive | None = None
     #: Keep only questions with evidence in this session or later: the questions a slice cut before it
     #: never asked (a fresh held-out set for prompts chosen on the shorter slice).
     min_evidence_session: Positive | None = None
+    #: Score LoCoMo's category-5 (adversarial) questions too; off, they are loaded but never scored.
     include_adversarial: bool = False
 
     @model_validator(mode="after")
@@ -99,8 +110,11 @@ class DatasetConfig(_Section):
 class SplitConfig(_Section):
     """Conversation ids per role; a conversation may serve only one role."""
 
+    #: Training conversations: round r trains on the r-th (wrapping), its failures are attributed and mined.
     optimize: list[str] = Field(default_factory=list)
+    #: Selection conversations: GEPA's validation set and the loop's keep/stop test.
     validation: list[str] = Field(default_factory=list)
+    #: Held-out conversations: scored once at the end, seed prompts vs the optimized ones.
     heldout: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
@@ -127,11 +141,17 @@ class SystemConfig(_Section):
     the controlled-repair experiments do to give one prompt a defect.
     """
 
+    #: A module to import before ``name`` is looked up (your own system: ``my_pkg.my_memory``).
     module: str | None = None  # validated before name: importing it registers the system
+    #: The memory system: ``long_context``, ``rag``, ``mem0``, ``evermemos`` or one you registered.
     name: str = Field(min_length=1)
+    #: Where the prompts start: ``project`` (the system's own) or ``published`` (the texts its library ships).
     seed: Literal["project", "published"] = "project"
+    #: The system's settings (its settings model, tabled below per system; unknown keys are errors).
     settings: dict[str, Any] = Field(default_factory=dict)
+    #: ``{component: text}``: starting prompt texts that override the seed, component by component.
     prompts: dict[str, str] = Field(default_factory=dict)
+    #: ``{component: text}``: text added after a blank line to a component's starting text (applied once).
     prompt_appends: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("seed")
@@ -193,6 +213,10 @@ class SystemConfig(_Section):
 
 
 class EvalConfig(_Section):
+    """How an answer is judged right or wrong against the gold answer."""
+
+    #: ``llm``: the judge model decides; ``deterministic``: normalized-text rules only (for weak judge
+    #: models); ``hybrid``: the rules where they are sure, the judge model for the rest (paraphrases).
     judge: Literal["llm", "deterministic", "hybrid"] = "llm"
 
 
@@ -206,8 +230,11 @@ class ExecutorConfig(_Section):
     their own LM clients from the config, so the models must be served (see :class:`RunConfig`).
     """
 
+    #: ``local`` (this process) or ``ray`` (one Ray task per conversation).
     kind: Literal["local", "ray"] = "local"
+    #: Ray only: null starts a local cluster, ``auto`` joins the running one, ``ray://host:10001`` a remote one.
     address: str | None = None
+    #: Conversations evaluated at once (threads for ``local``, tasks in flight for ``ray``).
     workers: Positive = 1
 
     @model_validator(mode="after")
@@ -218,35 +245,51 @@ class ExecutorConfig(_Section):
 
 
 class AttributionConfig(_Section):
+    """How a failed question is blamed on the operation that caused it."""
+
+    #: ``tracing``: walk the evolution graph back from the answer to the earliest decisive faulty op (no
+    #: LM call); the others are the LLM baselines of the attribution benchmark (they read the run as a log).
     method: Literal["tracing", "flat_log", "all_at_once", "step_by_step", "binary_search"] = "tracing"
+    #: ``annotated``: the dataset's evidence turns; ``pseudo``: turns found by BM25 + MiniLM (no annotation needed).
     evidence: Literal["annotated", "pseudo"] = "annotated"
     #: Verify every blame by replaying the graph with the blamed op corrected (and arbitrate grey-zone
     #: ResponseErrors with the raw evidence): one or two answer replays per failure, in ``attribute``,
     #: in the loop's rounds and in ``optimize``'s held-out attribution. Costly for long contexts on a
     #: CPU model (a Long-Context replay re-reads the whole conversation): set false there.
     counterfactual: bool = True
+    #: The most variables the tracing walk keeps in its frontier (earliest created first).
     max_frontier: Positive = 16
 
 
 class OptimizerConfig(_Section):
+    """The closed loop: which method edits which prompts, under what budget (docs/loop.md)."""
+
+    #: ``attributed``: edit only the prompts blamed this round, each shown its own failures;
+    #: ``unattributed``: every prompt, every failure (the ablation); ``answer_feedback``: GEPA with
+    #: score-only feedback; ``miprov2``: DSPy MIPROv2 on the answer prompt; ``none``: no optimization.
     method: Literal["attributed", "unattributed", "answer_feedback", "miprov2", "none"] = "attributed"
+    #: The most closed-loop rounds (evaluate, attribute, optimize).
     rounds: Positive = 3
+    #: Stop after this many rounds without a validation gain (0: never stop early).
     patience: int = Field(1, ge=0)
+    #: The optimization's budget in rollouts (one question evaluated under one candidate), for the whole run.
     max_metric_calls: Positive = 200
+    #: Stop once this many LM calls (every role, cached or not) are spent; null: no such limit.
     max_llm_calls: Positive | None = None
+    #: Training questions per GEPA step (the minibatch a proposal is first scored on).
     minibatch_size: Positive = 4
     #: ``delta``: demo-set and one-rule edits a small reflection model can make (attributed and
     #: unattributed); ``rewrite``: whole-prompt rewrites, for strong reflection models.
     #: ``answer_feedback`` always rewrites (it is GEPA as shipped: score-only feedback).
     proposer: Literal["delta", "rewrite"] = "delta"
+    #: Token budget of the worked examples shown in one prompt component.
     demo_tokens: Positive = 400
+    #: The most worked examples in one prompt component.
     max_demos: Positive = 4
     #: GEPA's minibatch gate: ``strict`` (a candidate must beat its parent on the minibatch before the
     #: validation set sees it) or ``equal`` (a tie also goes on to validation: on a 6-question minibatch
     #: a tie says little, and the loop still keeps only what improves validation).
     acceptance: Literal["strict", "equal"] = "strict"
-    #: The delta kinds the ``delta`` proposer cycles through, in order: ``demos`` (a worked-example
-    #: set), ``rules`` (one learned rule), ``lines`` (drop the instruction line blamed for the failures).
     #: Score GEPA's training minibatches by scoped replay: only the ops upstream of the minibatch's
     #: questions run again under a changed ingestion prompt (validation and held-out: full replay).
     scoped_replay: bool = True
@@ -254,12 +297,14 @@ class OptimizerConfig(_Section):
     #: example block, an instruction edit) and keep the undo when validation does not fall: among
     #: prompts validation cannot tell apart, the one with fewer changes (memtrace_opt/loop/pruning.py).
     prune: bool = True
+    #: The delta kinds the ``delta`` proposer cycles through, in order: ``demos`` (a worked-example
+    #: set), ``rules`` (one learned rule), ``lines`` (drop the instruction line blamed for the failures).
     deltas: list[Literal["demos", "rules", "lines"]] = Field(default_factory=lambda: ["demos", "rules", "lines"],
                                                               min_length=1)
     #: How a demo step picks its worked examples: ``random`` (every step a random subset) or ``coverage``
     #: (the component's first demo step takes the set whose question and answer forms best cover the
     #: round's failures charged to it, later steps random subsets; optimizers/demo_coverage.py). Not the
-    #: default: on training conversations it did not change accuracy (experiments/results/README.md).
+    #: default: on training conversations it did not change accuracy (experiments/results/demo_coverage_training/).
     demo_selection: Literal["coverage", "random"] = "random"
     #: After the final comparison, score up to this many candidates that validation rejected on the
     #: held-out questions too, beside the seed (final.json ``audit``): a check on selection, never an
@@ -268,17 +313,26 @@ class OptimizerConfig(_Section):
 
 
 class TuningConfig(_Section):
+    """Tuning of the system's non-prompt settings (an Optuna study) once, before prompt optimization."""
+
+    #: Run the study before the first round (every method then reuses its settings).
     enabled: bool = False
+    #: Optuna trials, each one evaluation of the training questions with the seed prompts.
     trials: Positive = 20
+    #: ``{setting: values}``: ``[5, 10]`` (choices), ``{low: 128, high: 512, step: 64}`` (a range), ``{choices: [...]}``.
     space: dict[str, Any] = Field(default_factory=dict)
 
 
 class RunConfig(_Section):
     """A whole run. Only ``run_name`` and ``system`` are required."""
 
+    #: The run's name: letters, digits, ``.``, ``_``, ``-``; the run directory is ``output_dir/run_name``.
     run_name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")]
+    #: Seed of every random choice (GEPA, demo sets, bootstrap); LM calls run at temperature 0 by default.
     seed: int = 0
+    #: Where run directories go (unset: ``runs`` under the working directory).
     output_dir: RelPath = Field(default_factory=lambda: Path("runs").resolve())
+    #: The LM disk cache's directory (null: the run directory); share one across methods to reuse answers.
     cache_dir: RelPath | None = None
     models: ModelsConfig = Field(default_factory=ModelsConfig)
     dataset: DatasetConfig = Field(default_factory=DatasetConfig)

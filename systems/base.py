@@ -30,6 +30,7 @@ class SystemSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    #: How many memory units retrieval returns for a question (systems without retrieval ignore it).
     top_k: int = 10
 
 

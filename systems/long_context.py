@@ -29,6 +29,7 @@ TRIMMED = "trimmed-context"
 class LongContextSettings(SystemSettings):
     """``context_tokens``: the memory's budget (approximate tokens, see :func:`approx_tokens`)."""
 
+    #: The answer prompt's memory budget: the most recent messages that fit in this many approximate tokens.
     context_tokens: int = 4000
 
 

@@ -140,9 +140,14 @@ class Mem0Settings(SystemSettings):
     silently shorter decision.
     """
 
+    #: Turns per ``Memory.add`` call (2: mem0's LoCoMo script), or ``session``: one call per session.
     turns_per_add: int | Literal["session"] = Field(2)
+    #: ``all``: the update decision re-lists every memory it was shown (mem0's contract); ``changes``:
+    #: only its ADD/UPDATE/DELETE entries (the same writes, fewer tokens to decode).
     decision_output: Literal["all", "changes"] = "all"
+    #: Reply budget of one fact extraction.
     extract_max_tokens: int = Field(512, ge=64)
+    #: Reply budget of one update decision (≥ 1024: a reply cut at the budget is a failed op).
     decision_max_tokens: int = Field(1536, ge=1024)
 
     @field_validator("turns_per_add")

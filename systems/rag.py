@@ -37,6 +37,7 @@ INDEX_KEY = "rag.index"
 class RagSettings(SystemSettings):
     """``chunk_tokens``: close a document once its messages reach this many (approximate) tokens."""
 
+    #: A document closes once its messages reach this many approximate tokens.
     chunk_tokens: int = 256
 
 

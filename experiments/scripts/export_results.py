@@ -1,6 +1,6 @@
-"""Copy a comparison's results into experiments/results without any LoCoMo text (CC BY-NC: never committed).
+"""Copy a comparison's results into its experiment record without any LoCoMo text (CC BY-NC: never committed).
 
-    python experiments/scripts/export_results.py runs/compare/<name> experiments/results/<name>
+    python experiments/scripts/export_results.py runs/compare/<name> experiments/records/<record>/<name>
 
 Writes, per method run: ``<method>_final.json`` (held-out scores per question id and category, seed vs
 best, spend, stop reason, the audit of rejected candidates with their prompts redacted; no question, gold

@@ -113,6 +113,9 @@ def test_optimize_and_compare_cli(tmp_path, capsys):
     rows = {r["method"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
     assert rows["attributed"]["gain"] == pytest.approx(1.0) and rows["none"]["gain"] == 0.0
     assert rows["attributed"]["system"] == "long_context"
+    assert rows["attributed"]["blame_share"] == {"question_answering": 1.0}  # the scripted failures are the QA prompt's
+    assert set(rows["attributed"]["changed_prompts"]) == {"question_answering"} and rows["none"]["changed_prompts"] == {}
+    assert rows["none"]["blame_share"] is None and rows["attributed"]["gain_vs_unattributed"] is None  # no ablation run
     assert main(["compare", str(run)]) == 0
     assert "Held-out accuracy" in capsys.readouterr().out
     assert main(["optimize", str(config), "--method", "bogus", "--out", str(tmp_path / "x")]) == 2
@@ -237,3 +240,137 @@ def test_compare_warns_when_methods_had_different_rollout_budgets():
     assert all("rollout budgets differ" in w for r in rows for w in r.warnings)
     legacy = compare_finals({"a": final("attributed", seed, best)})[0]
     assert legacy.optimization_rollouts is None and legacy.budget_rollouts is None
+
+
+# -- paired against the unattributed ablation; routing -------------------------------------------------------------
+def scored(method, best, ids=None, system="rag"):
+    """A final.json whose best prompts scored ``best`` on questions ``ids`` (q0, q1, ... by default)."""
+    ids = ids or [f"q{i}" for i in range(len(best))]
+    cases = [{"qa_id": q, "seed_score": 0, "best_score": b} for q, b in zip(ids, best)]
+    return {"method": method, "system": system, "cases": cases, "changed_components": [], "spend": {}}
+
+
+def table_text(rows):
+    from rich.console import Console
+
+    from memtrace_opt.loop.compare import render_table
+
+    console = Console(width=400, record=True)
+    console.print(render_table(rows))
+    return console.export_text()
+
+
+def test_each_method_is_paired_with_the_unattributed_run_on_the_same_questions():
+    attributed_best, ablation_best = [1] * 8 + [0] * 2, [1] * 5 + [0] * 5  # 8 of 10 right vs 5 of 10
+    rows = {r.method: r for r in compare_finals({
+        "a": scored("attributed", attributed_best), "u": scored("unattributed", ablation_best),
+        "f": scored("answer_feedback", ablation_best)})}
+    a = rows["attributed"]
+    assert a.gain_vs_unattributed == pytest.approx(0.3) and a.n_vs_unattributed == 10 and a.unattributed_run == "u"
+    ids = [f"q{i}" for i in range(10)]
+    expected = paired_bootstrap(dict(zip(ids, ablation_best)), dict(zip(ids, attributed_best)))
+    assert a.ci_vs_unattributed == pytest.approx((expected.ci_low, expected.ci_high))
+    assert a.p_vs_unattributed == pytest.approx(expected.p_value)
+    assert a.ci_vs_unattributed[0] >= 0 < a.ci_vs_unattributed[1]  # three wins, no loss: never below zero
+    same = rows["answer_feedback"]  # the ablation's very scores
+    assert (same.gain_vs_unattributed, same.ci_vs_unattributed, same.p_vs_unattributed) == (0.0, (0.0, 0.0), 1.0)
+    u = rows["unattributed"]
+    assert (u.gain_vs_unattributed, u.ci_vs_unattributed, u.p_vs_unattributed, u.n_vs_unattributed) == (None,) * 4
+    assert a.to_dict()["ci_vs_unattributed"] == list(a.ci_vs_unattributed)
+    assert "+30.0 [" in table_text(list(rows.values()))
+
+
+def test_without_an_unattributed_run_the_fields_are_null_and_the_table_says_so():
+    rows = compare_finals({"a": scored("attributed", [1, 0]), "n": scored("none", [0, 0]),
+                           "u": scored("unattributed", [1, 1], system="mem0")})
+    for r in rows:
+        assert r.to_dict()["gain_vs_unattributed"] is None and r.to_dict()["ci_vs_unattributed"] is None
+        assert r.n_vs_unattributed is None and r.p_vs_unattributed is None
+    assert "vs unattr.: no unattributed run of rag among these dirs" in table_text(rows)
+
+
+def test_partly_shared_questions_pair_on_the_intersection_and_disjoint_ones_not_at_all():
+    ablation = scored("unattributed", [0] * 10, [f"q{i}" for i in range(5, 15)])
+    overlap = scored("attributed", [1] * 10, [f"q{i}" for i in range(10)])  # q5..q9 shared
+    row = {r.method: r for r in compare_finals({"a": overlap, "u": ablation})}["attributed"]
+    assert row.n_vs_unattributed == 5 and row.gain_vs_unattributed == pytest.approx(1.0)
+    disjoint = scored("attributed", [1, 1], ["x1", "x2"])
+    rows = compare_finals({"a": disjoint, "u": ablation})
+    row = next(r for r in rows if r.method == "attributed")
+    assert row.unattributed_run == "u" and row.gain_vs_unattributed is None and row.n_vs_unattributed is None
+    assert any("shares no held-out question with unattributed run u" in w for w in row.warnings)
+    assert "no question shared with the unattributed run: a" in table_text(rows)
+
+
+def test_several_unattributed_runs_pair_by_seed_or_refuse_the_ambiguity():
+    from memtrace_opt.loop.routing import RunRouting
+
+    finals = {"a1": scored("attributed", [1, 1]), "u0": scored("unattributed", [0, 0]),
+              "u1": scored("unattributed", [1, 0])}
+    seeds = {"a1": RunRouting(seed=1), "u0": RunRouting(seed=0), "u1": RunRouting(seed=1)}
+    row = next(r for r in compare_finals(finals, routing=seeds) if r.method == "attributed")
+    assert row.unattributed_run == "u1" and row.gain_vs_unattributed == pytest.approx(0.5)
+    with pytest.raises(ConfigError, match=r"2 unattributed runs of system rag \(u0, u1\) and 0 with this run's seed "
+                                          r"\(2\): compare one unattributed run per seed") as err:
+        compare_finals(finals, routing={**seeds, "a1": RunRouting(seed=2)})
+    assert "\n" not in str(err.value)
+
+
+def write_loop_run(run_dir, method, rounds, seed_prompts, best_prompts, seed=0):
+    """A finished run dir as the loop leaves it: checkpoint, one blame.json per round, final.json."""
+    from memtrace_opt.loop.artifacts import blame_summary, round_dir, write_json
+    from memtrace_opt.loop.blaming import RoundBlame
+    from memtrace_opt.loop.checkpoint import LoopState, save_state
+
+    run_dir.mkdir(parents=True)
+    save_state(run_dir, LoopState(plan={"method": method, "seed": seed}, system="rag", settings={},
+                                  seed_candidate=seed_prompts, best_candidate=best_prompts, status="done"))
+    for k, signals in enumerate(rounds, start=1):
+        round_dir(run_dir, k).mkdir(parents=True)
+        blame = RoundBlame({s.case_id: s for s in signals}, blame_summary(signals), [], len(signals))
+        write_json(round_dir(run_dir, k) / "blame.json", blame.to_dict())
+    write_json(run_dir / "final.json", scored(method, [1, 0]))
+    return run_dir
+
+
+def signal(case, component, error="ResponseError", method="tracing", op="answer:q/answer#0"):
+    from memtrace_opt.attribution.blame import BlameSignal
+
+    return BlameSignal(case, "q", "g", "p", error, op, component, "why", method=method)
+
+
+def test_routing_changed_prompts_and_blame_share_from_the_run_dir(tmp_path):
+    seed = {"question_answering": "a\nb\n", "fact_extraction": "x\n"}
+    best = {"question_answering": "a\nc\nd\ne\n", "fact_extraction": "x\n"}
+    rounds = [[signal("c/q1", "fact_extraction"), signal("c/q2", "memory_update"),
+               signal("c/q3", None, "RetrievalError", op="answer:q3/search#0"), signal("c/q4", None, error=None)],
+              [signal("c/q1", "fact_extraction")]]  # q1 failed again in round 2: routed twice
+    attributed = write_loop_run(tmp_path / "attributed", "attributed", rounds, seed, best)
+    labels = [signal(f"c/q{i}", None, method="unattributed") for i in range(3)]
+    ablation = write_loop_run(tmp_path / "unattributed", "unattributed", [labels], seed, seed)
+    none = write_loop_run(tmp_path / "none", "none", [], seed, seed)
+    rows = {r.method: r for r in compare_runs([attributed, ablation, none], n_boot=200)}
+    a = rows["attributed"]
+    assert a.changed_prompts == {"question_answering": {"added_lines": 3, "removed_lines": 1}}
+    assert a.blame_share == {"fact_extraction": 0.5, "(no prompt)": 0.25, "memory_update": 0.25}
+    assert a.blamed_failures == 4  # the failed attribution is no blame
+    u = rows["unattributed"]
+    assert u.blame_share is None and u.blamed_failures == 0 and u.changed_prompts == {}
+    assert rows["none"].blame_share is None and rows["none"].blamed_failures is None
+    text = table_text(list(rows.values()))
+    assert "question_answering(+3/-1)" in text
+    assert "fact_extraction 0.50, (no prompt) 0.25, memory_update 0.25 (n 4)" in text
+    assert "every failure to every prompt" in text
+
+
+def test_a_malformed_round_blame_record_is_one_line_naming_the_file_and_field(tmp_path):
+    from memtrace_opt.errors import DatasetError
+    from memtrace_opt.loop.routing import read_routing
+
+    run = write_loop_run(tmp_path / "a", "attributed", [[signal("c/q1", "fact_extraction")]], {}, {})
+    path = run / "rounds" / "round_1" / "blame.json"
+    payload = json.loads(path.read_text())
+    payload["signals"][0]["prompt_component"] = 3
+    path.write_text(json.dumps(payload))
+    with pytest.raises(DatasetError, match=r"round_1/blame.json: signals\[0\]\.prompt_component: expected text"):
+        read_routing(run)

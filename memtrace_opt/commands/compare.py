@@ -1,7 +1,9 @@
 """``memtrace-opt compare RUN_DIR...``: the method × system table of finished optimize runs.
 
 Per run: held-out accuracy without and with optimization, the gain with its 95% paired bootstrap
-CI and p-value, rollouts, LM calls, tokens and wall time (see :mod:`memtrace_opt.loop.compare`).
+CI and p-value, rollouts, LM calls, tokens and wall time (see :mod:`memtrace_opt.loop.compare`);
+the paired difference against the ``unattributed`` run on the same questions; and routing: the
+prompts the best set changed and the blame share per prompt component (:mod:`memtrace_opt.loop.routing`).
 ``--json`` prints ``{"rows": [...]}`` instead of the table.
 """
 

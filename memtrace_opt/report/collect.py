@@ -28,6 +28,7 @@ import yaml
 from memtrace_opt import run_dir as rd
 from memtrace_opt.attribution.blame import BlameSignal
 from memtrace_opt.errors import DatasetError
+from memtrace_opt.loop.artifacts import round_blame_files
 from memtrace_opt.report.bench import BenchData, read_bench
 from memtrace_opt.report.rounds import RoundPoint, read_rounds
 from memtrace_opt.report.theme import ATTRIBUTION_FAILED
@@ -130,7 +131,7 @@ def collect_run(run_dir: str | Path, *, bench_path: str | Path | None = None,
     data.checkpoint = _load(data, root / "checkpoint.json", reader=read_checkpoint) or {}
     data.final = _load(data, root / "final.json", reader=read_final) or {}
     data.blame = _signals(data, root / "blame.json")
-    for k, path in _round_blame_files(root):
+    for k, path in round_blame_files(root):
         data.round_blame[k] = _signals(data, path)
     data.failed = _failed(data)
     data.rounds = _rounds(data, root, compare)
@@ -198,15 +199,6 @@ def _signals(data: RunData, path: Path) -> list[BlameSignal]:
             continue
         out.append(signal if signal.error_type else replace(signal, error_type=ATTRIBUTION_FAILED))
     return out
-
-
-def _round_blame_files(root: Path) -> list[tuple[int, Path]]:
-    found = []
-    for path in (root / "rounds").glob("round_*/blame.json"):
-        suffix = path.parent.name.removeprefix("round_")
-        if suffix.isdigit():
-            found.append((int(suffix), path))
-    return sorted(found)
 
 
 def _failed(data: RunData) -> list[FailedQuestion]:

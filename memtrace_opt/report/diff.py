@@ -10,25 +10,12 @@ from __future__ import annotations
 import difflib
 import re
 
+from memtrace_opt.loop.artifacts import diff_rows, diff_stats
 from memtrace_opt.report.escape import esc
 
-__all__ = ["diff_html", "diff_stats"]
+__all__ = ["diff_html", "diff_stats"]  # diff_stats lives in loop.artifacts (compare counts lines too)
 
 _TOKENS = re.compile(r"\s+|\w+|[^\w\s]")
-
-
-def diff_stats(diff_text: str) -> tuple[int, int]:
-    """``(added, removed)`` line counts of a unified diff, as rendered (file headers excluded)."""
-    rows = _rows(diff_text.splitlines())
-    return sum(k == "add" for k, _ in rows), sum(k == "del" for k, _ in rows)
-
-
-def _kind(line: str) -> str:
-    if line.startswith(("+++", "---")):
-        return "meta"
-    if line.startswith("@@"):
-        return "hunk"
-    return {"+": "add", "-": "del"}.get(line[:1], "ctx")
 
 
 def _words(old: str, new: str) -> tuple[str, str]:
@@ -53,34 +40,9 @@ def _row(kind: str, sign: str, body_html: str) -> str:
     return f'<span class="dl {kind}"><span class="sign">{esc(sign)}</span>{body_html}</span>'
 
 
-def _rows(lines: list[str]) -> list[tuple[str, str]]:
-    """``(kind, text)`` per line; a removed line re-added unchanged (only its line ending differed, as
-    when the seed lacked a final newline) is shown as context, not as a change."""
-    rows: list[tuple[str, str]] = []
-    i = 0
-    while i < len(lines):
-        kind = _kind(lines[i])
-        if kind != "del":
-            rows.append((kind, lines[i] if kind in ("meta", "hunk") else lines[i][1:]))
-            i += 1
-            continue
-        j = i
-        while j < len(lines) and _kind(lines[j]) == "del":
-            j += 1
-        k = j
-        while k < len(lines) and _kind(lines[k]) == "add":
-            k += 1
-        removed, added = [ln[1:] for ln in lines[i:j]], [ln[1:] for ln in lines[j:k]]
-        same = [r for r in removed if r in added]
-        rows += [("del", r) for r in removed if r not in same]
-        rows += [("ctx", a) if a in same else ("add", a) for a in added]
-        i = k
-    return rows
-
-
 def diff_html(diff_text: str) -> str:
     """The diff as a ``<pre class="diff">`` block; every line is escaped."""
-    rows = _rows(diff_text.splitlines())
+    rows = diff_rows(diff_text.splitlines())
     out: list[str] = []
     i = 0
     while i < len(rows):

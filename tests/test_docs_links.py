@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 #: Files the README names that the maintainer produces from a real quickstart run and commits; a link to
 #: one of them is accepted while it is missing. Remove an entry once its file is committed.
-PENDING = {"docs/quickstart-output.txt", "docs/report.png"}
+PENDING: set[str] = set()  # files the docs may link to before they exist (none now)
 
 _FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 _CODE = re.compile(r"`[^`\n]*`")

@@ -38,7 +38,7 @@ def load_conversations(cfg: Any) -> dict[str, Any]:
 
 def load_run(run_dir: Path) -> tuple[Any, list[Any], dict[str, Any], list[str]]:
     """``(config or None, graphs, conversations by id, notes)`` of a run directory."""
-    from memtrace_opt import run_dir as rd
+    from memtrace_opt import rundir as rd
     from memtrace_opt.graph.io_json import load_json
 
     paths = rd.list_graphs(run_dir)
@@ -99,11 +99,11 @@ def attribute_run(run_dir: str | Path, *, method: str = "tracing", counterfactua
     replay and reads annotated evidence where there is some (``auto``). ``progress`` hears one line
     per conversation (replays take minutes on a CPU model). ``injected`` replaces the configured models.
     """
-    from memtrace_opt import run_dir as rd
+    from memtrace_opt import rundir as rd
     from memtrace_opt.attribution.aggregate import aggregate
     from memtrace_opt.attribution.counterfactual import CounterfactualAttributor
     from memtrace_opt.attribution.failures import collect_failures
-    from memtrace_opt.schemas import BLAME, stamp
+    from memtrace_opt.rundir.schemas import BLAME, stamp
 
     root = Path(run_dir)
     cfg, graphs, conversations, notes = load_run(root)

@@ -305,7 +305,7 @@ def _adopt_moved_config(run_dir: Path, cfg: Any) -> bool:
     common tail; a path under it that maps to the same relative path under the new root is the same file.
     Any other change is left for ``run_optimize`` to refuse.
     """
-    from memtrace_opt import run_dir as rd
+    from memtrace_opt import rundir as rd
 
     saved = run_dir / rd.CONFIG_FILE
     if not saved.exists() or saved.read_text(encoding="utf-8") == cfg.dump_yaml():

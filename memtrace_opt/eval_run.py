@@ -1,7 +1,7 @@
 """Evaluate a config's memory system on its dataset slice, traced, and write the run directory.
 
 Library code behind ``memtrace-opt eval`` and :func:`memtrace_opt.evaluate`. The run directory is
-written conversation by conversation (see :mod:`memtrace_opt.run_dir`), so an interrupted run
+written conversation by conversation (see :mod:`memtrace_opt.rundir`), so an interrupted run
 resumes where it stopped.
 """
 
@@ -21,10 +21,10 @@ def run_eval(config: str | Path | RunConfig, *, resume: bool = True, out: str | 
              injected: Injected | None = None) -> Any:
     """Evaluate ``config``'s system on its dataset slice (its split's conversations when it has one) and
     write the run dir; the EvaluationRun. ``injected`` replaces the configured models."""
-    from memtrace_opt import run_dir as rd
+    from memtrace_opt import rundir as rd
     from memtrace_opt.assemble import dataset_slice, prepare_run, split_conversations
     from memtrace_opt.executors import make_executor, refuse_ray_with_injected
-    from memtrace_opt.run_lock import run_lock
+    from memtrace_opt.rundir.lock import run_lock
     from memtrace_opt.systems.runner import evaluate_system
 
     cfg, source, run_dir = prepare_run(config, out=out, dataset_path=dataset_path)

@@ -286,9 +286,9 @@ def export_run(run_dir: str | Path, *, endpoint: str | None = None, out: str | P
                content: bool = True, headers: Mapping[str, str] | None = None) -> int:
     """Export every graph of ``run_dir`` (with its ``blame.json``) to an OTLP/HTTP ``endpoint`` (a base
     URL; ``/v1/traces`` is added when missing) or to a JSON file ``out``; returns the span count."""
-    from memtrace_opt import run_dir as rd
+    from memtrace_opt import rundir as rd
     from memtrace_opt.graph.io_json import load_json
-    from memtrace_opt.schemas import read_blame
+    from memtrace_opt.rundir.schemas import read_blame
 
     if (endpoint is None) == (out is None):
         raise ConfigError("export otel", None, "give exactly one of --endpoint URL or --out FILE.json")

@@ -33,11 +33,11 @@ def run_optimize(config: str | Path | RunConfig, *, method: str | None = None, r
     """Run (or resume) the loop of ``config``; returns ``(final LoopState, run dir)``. ``progress`` gets the
     loop's progress lines (None: silent); ``injected`` replaces the configured models. ``prompts_from``: a
     finished run whose best prompts (``prompts/*.txt``) are compared with the seed (with method ``none``)."""
-    from memtrace_opt import run_dir as rd
+    from memtrace_opt import rundir as rd
     from memtrace_opt.assemble import build_context, prepare_run
     from memtrace_opt.executors import refuse_ray_with_injected
     from memtrace_opt.loop import run_loop
-    from memtrace_opt.run_lock import run_lock
+    from memtrace_opt.rundir.lock import run_lock
 
     cfg, source, run_dir = prepare_run(config, out=out, dataset_path=dataset_path, cache_dir=cache_dir)
     refuse_ray_with_injected(cfg, injected, source)

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from memtrace_opt import run_dir as rd
+from memtrace_opt import rundir as rd
 from memtrace_opt.errors import ConfigError, GraphError
 from memtrace_opt.eval.metrics import bleu1, token_f1
 from memtrace_opt.eval.results import QAResult, summarize

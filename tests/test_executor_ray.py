@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from memtrace_opt import run_dir as rd
+from memtrace_opt import rundir as rd
 from memtrace_opt.config import ExecutorConfig, RunConfig, load_config
 from memtrace_opt.errors import ConfigError, LMError
 

@@ -318,7 +318,8 @@ def test_several_unattributed_runs_pair_by_seed_or_refuse_the_ambiguity():
 
 def write_loop_run(run_dir, method, rounds, seed_prompts, best_prompts, seed=0):
     """A finished run dir as the loop leaves it: checkpoint, one blame.json per round, final.json."""
-    from memtrace_opt.loop.artifacts import blame_summary, round_dir, write_json
+    from memtrace_opt.loop.artifacts import blame_summary
+    from memtrace_opt.rundir import round_dir, write_json
     from memtrace_opt.loop.blaming import RoundBlame
     from memtrace_opt.loop.checkpoint import LoopState, save_state
 

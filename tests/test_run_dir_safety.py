@@ -12,7 +12,7 @@ from memtrace_opt.lm.run_lms import Injected
 from memtrace_opt.graph import MemoryGraph
 from memtrace_opt.graph.io_json import load_json, save_json
 from memtrace_opt.graph.model import Variable
-from memtrace_opt.run_lock import RunDirBusyError, run_lock
+from memtrace_opt.rundir.lock import RunDirBusyError, run_lock
 from tests.scripted_lm import HashEmbedder
 from tests.test_eval_cli import scripted, write_config
 

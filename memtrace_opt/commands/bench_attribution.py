@@ -110,7 +110,7 @@ def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, 
                          "datasets": [_slice_label(c) for c in cfgs], "judges": [c.eval.judge for c in cfgs]}
     export_dir = Path(export) if export else run_dir / "attribution_bench"
     payload["exported"] = [str(p) for p in export_bench(builder.cases, export_dir)]
-    from memtrace_opt import run_dir as rd
+    from memtrace_opt import rundir as rd
 
     payload["out"] = str(Path(out) if out else run_dir / "attribution_bench.json")
     rd.write_json(Path(payload["out"]), payload)

@@ -1,6 +1,6 @@
 """``memtrace-opt eval CONFIG``: run a memory system on a dataset slice, traced, and score it.
 
-Writes the run directory (see :mod:`memtrace_opt.run_dir`) conversation by conversation, so an
+Writes the run directory (see :mod:`memtrace_opt.rundir`) conversation by conversation, so an
 interrupted run resumes where it stopped (``--resume``, the default), and prints a short table:
 accuracy with its 95% CI, F1, BLEU-1, per category, LM calls, tokens, wall time, failed ops.
 

@@ -191,7 +191,7 @@ def show(run_dir: str, question: str | None, conversation: str | None, *, full: 
 def _dataset_qa(run_dir: str, conversation: str, question: str) -> Any:
     """The question as the run's dataset has it (evidence turns, audit flags), or None when the run has no
     config.yaml or its dataset cannot be read here (the slice is still shown, without evidence)."""
-    from memtrace_opt import run_dir as rd
+    from memtrace_opt import rundir as rd
     from memtrace_opt.errors import MemtraceError
 
     if not (Path(run_dir) / rd.CONFIG_FILE).exists():
@@ -207,7 +207,7 @@ def _dataset_qa(run_dir: str, conversation: str, question: str) -> Any:
 
 def _run_blame(run_dir: str, question: str) -> Optional[dict]:
     """The question's signal in RUN_DIR/blame.json (written by ``attribute``/``optimize``), if there is one."""
-    from memtrace_opt.schemas import read_blame
+    from memtrace_opt.rundir.schemas import read_blame
 
     path = Path(run_dir) / "blame.json"
     if not path.exists():

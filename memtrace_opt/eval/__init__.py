@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memtrace_opt.eval.judge import DeterministicJudge, HybridJudge, Judge, JudgeVerdict, LLMJudge
 from memtrace_opt.eval.metrics import accuracy, bleu1, bootstrap_ci, by_category, paired_bootstrap, token_f1
-from memtrace_opt.eval.results import QAResult, load_results, save_results, score_qa, summarize
+from memtrace_opt.eval.results import QAResult, score_qa, summarize
 
 __all__ = [
     "DeterministicJudge",
@@ -17,9 +17,7 @@ __all__ = [
     "bleu1",
     "bootstrap_ci",
     "by_category",
-    "load_results",
     "paired_bootstrap",
-    "save_results",
     "score_qa",
     "summarize",
     "token_f1",

@@ -27,7 +27,8 @@ from memtrace_opt.optimizers.adapter import Attributor
 from memtrace_opt.optimizers.cases import CaseTrace
 from memtrace_opt.optimizers.feedback import unattributed_signal
 from memtrace_opt.optimizers.miprov2 import MIPRO_COMPONENTS
-from memtrace_opt.schemas import BLAME, stamp
+from memtrace_opt.rundir import BlameFile
+from memtrace_opt.rundir.schemas import BLAME, stamp
 
 __all__ = ["GraphAttributor", "RoundBlame", "make_attributor", "round_blame"]
 
@@ -46,7 +47,7 @@ class RoundBlame:
     unattributed_cases: list[str] = field(default_factory=list)
     verification_failed: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> BlameFile:
         """The round's ``blame.json``: a run's blame shape (``memtrace-blame/2``) plus the round's fields."""
         return stamp(BLAME, {"failures": self.failures, "components": self.components,
                              "not_attributed": self.unattributed_cases, "verification_failed": self.verification_failed,

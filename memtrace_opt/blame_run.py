@@ -14,12 +14,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
+from memtrace_opt.attribution.methods import make_attribution_method, pick_embed
 from memtrace_opt.errors import ConfigError, DatasetError
 from memtrace_opt.lm.run_lms import Injected, build_run_lms
 
-__all__ = ["METHODS", "attribute_run", "blame_counts", "build_lms", "load_conversations", "load_run", "make_method", "pick_embed"]
+__all__ = ["attribute_run", "blame_counts", "build_lms", "load_conversations", "load_run"]
 
-METHODS = ("tracing", "flat_log", "all_at_once", "step_by_step", "binary_search")
+
 def build_lms(cfg: Any, cache_dir: Path, injected: Injected | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(lms by role, resources)``: the injected ones, or built from ``cfg.models`` (attribution uses reflection)."""
     if cfg is None and injected is None:
@@ -54,41 +55,6 @@ def load_run(run_dir: Path) -> tuple[Any, list[Any], dict[str, Any], list[str]]:
     return cfg, [load_json(p) for p in paths], conversations, notes
 
 
-def pick_embed(embed: Any, resources: Mapping[str, Any]) -> Any:
-    """The pseudo-evidence embedding function: the given one, else the resources' embedder (tests pass a
-    fake one), else MiniLM."""
-    if embed != "default":
-        return embed
-    found = resources.get("embedder")
-    return found.embed if found is not None else "default"
-
-
-def make_method(name: str, lms: Mapping[str, Any] | None, *, evidence: str, max_frontier: int = 16,
-                embed: Any = "default", llm_content: bool = False) -> Any:
-    """An attribution method by name (baselines, and tracing with ``llm_content``, need ``lms["attribution"]``)."""
-    from memtrace_opt.attribution.baselines import make_baseline
-    from memtrace_opt.attribution.evidence import default_embed
-    from memtrace_opt.attribution.tracing import TracingAttributor
-
-    embed_fn = default_embed if embed == "default" else embed
-    if name == "tracing" and not llm_content:
-        return TracingAttributor(evidence=evidence, max_frontier=max_frontier, embed=embed_fn)
-    if name == "tracing":
-        from memtrace_opt.attribution.content import CascadeJudge, LLMContentJudge, TokenJudge
-        from memtrace_opt.attribution.cost import MeteredLM
-
-        if not lms or lms.get("attribution") is None:
-            raise ConfigError("--llm-content", None, "the LLM content judge needs an LM")
-        meter = MeteredLM(lms["attribution"])
-        return TracingAttributor(judge=CascadeJudge(TokenJudge(), LLMContentJudge(meter)), evidence=evidence,
-                                 max_frontier=max_frontier, embed=embed_fn, meters=[meter], name="tracing+llm")
-    if name not in METHODS:
-        raise ConfigError("--method", None, f"unknown method {name!r}; choose one of {', '.join(METHODS)}")
-    if not lms or lms.get("attribution") is None:
-        raise ConfigError("--method", None, f"method {name!r} needs an LM")
-    return make_baseline(name, lms["attribution"], evidence=evidence, embed=embed_fn)
-
-
 def attribute_run(run_dir: str | Path, *, method: str = "tracing", counterfactual: bool | None = None,
                   evidence: str | None = None, embed: Any = "default", llm_content: bool = False,
                   progress: Callable[[str], None] | None = None, injected: Injected | None = None) -> dict[str, Any]:
@@ -114,7 +80,8 @@ def attribute_run(run_dir: str | Path, *, method: str = "tracing", counterfactua
         evidence = str(getattr(section, "evidence", "auto"))
     needs_lm = counterfactual or llm_content or method != "tracing"
     lms, resources = build_lms(cfg, root, injected) if needs_lm else ({}, dict(injected.resources) if injected else {})
-    base = make_method(method, lms, evidence=evidence, embed=pick_embed(embed, resources), llm_content=llm_content)
+    base = make_attribution_method(method, lms, evidence=evidence, embed=pick_embed(embed, resources),
+                                   llm_content=llm_content, variants=False)
     signals, by_case = [], {}
     failures: list[tuple[str, str]] = []
     for graph in graphs:

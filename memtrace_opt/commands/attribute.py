@@ -14,7 +14,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from memtrace_opt.attribution.aggregate import unoptimizable_line
-from memtrace_opt.blame_run import METHODS, attribute_run, blame_counts
+from memtrace_opt.attribution.methods import ATTRIBUTE_METHODS
+from memtrace_opt.blame_run import attribute_run, blame_counts
 from memtrace_opt.errors import ConfigError
 
 __all__ = ["register", "summary_table"]
@@ -54,7 +55,7 @@ def register(app: typer.Typer) -> None:
     def attribute_command(
         ctx: typer.Context,
         run_dir: Annotated[str, typer.Argument(help="Run directory written by `memtrace-opt eval`.")],
-        method: Annotated[str, typer.Option("--method", help=f"One of: {', '.join(METHODS)}.")] = "tracing",
+        method: Annotated[str, typer.Option("--method", help=f"One of: {', '.join(ATTRIBUTE_METHODS)}.")] = "tracing",
         counterfactual: Annotated[Optional[bool], typer.Option(
             "--counterfactual/--no-counterfactual",
             help="Verify tracing's blame by replay (needs the LMs). Default: the run config's "

@@ -39,7 +39,7 @@ def _split(value: str | None, allowed: tuple[str, ...], option: str) -> list[str
 def _methods(names: list[str], lms: dict[str, Any], evidence: str, embed: Any,
              max_replay_calls: int | None = None) -> dict[str, Any]:
     from memtrace_opt.attribution.counterfactual import CounterfactualAttributor
-    from memtrace_opt.blame_run import make_method
+    from memtrace_opt.attribution.methods import make_attribution_method as make_method
 
     out: dict[str, Any] = {}
     for name in names:
@@ -84,7 +84,8 @@ def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, 
     from memtrace_opt.attribution.evidence import default_embed
     from memtrace_opt.attribution.benchcases import CaseBuilder
     from memtrace_opt.attribution.inject_hard import HARD_KINDS
-    from memtrace_opt.blame_run import build_lms, pick_embed
+    from memtrace_opt.attribution.methods import pick_embed
+    from memtrace_opt.blame_run import build_lms
     from memtrace_opt.config import load_config
 
     configs = [config] if isinstance(config, str) else list(config)

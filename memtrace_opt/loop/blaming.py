@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from memtrace_opt.attribution.blame import BlameSignal
+from memtrace_opt.attribution.methods import make_attribution_method
 from memtrace_opt.data.model import QA, Conversation
+from memtrace_opt.errors import ConfigError
 from memtrace_opt.graph import MemoryGraph
 from memtrace_opt.loop.artifacts import blame_summary
 from memtrace_opt.optimizers.adapter import Attributor
@@ -142,15 +144,12 @@ def make_attributor(cfg: Any | None = None, *, lms: Mapping[str, Any] | None = N
     ``attribution.counterfactual`` (and ``lms`` to replay with) every blame is verified by replay;
     without LMs it cannot be, and asking for it is a config error rather than a silent skip.
     """
-    from memtrace_opt.attribution.tracing import TracingAttributor
-    from memtrace_opt.errors import ConfigError
-
     method = getattr(cfg, "method", "tracing")
     if method != "tracing":
         raise ConfigError("config", "attribution.method",
                           f"the optimization loop attributes with 'tracing' only, not {method!r}")
     evidence = getattr(cfg, "evidence", "annotated")
-    tracing = TracingAttributor(evidence=evidence, max_frontier=getattr(cfg, "max_frontier", 16))
+    tracing = make_attribution_method("tracing", evidence=evidence, max_frontier=getattr(cfg, "max_frontier", 16))
     if not getattr(cfg, "counterfactual", False):
         return GraphAttributor(tracing)
     if not lms:

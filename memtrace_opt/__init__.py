@@ -38,10 +38,10 @@ _EXPORTS: dict[str, str] = {
     "bootstrap_ci": "memtrace_opt.eval.metrics",
     "paired_bootstrap": "memtrace_opt.eval.metrics",
     # the Python API (the CLI is a thin layer over it)
-    "evaluate": "memtrace_opt.api",
-    "attribute": "memtrace_opt.api",
-    "optimize": "memtrace_opt.api",
-    "compare": "memtrace_opt.api",
+    "evaluate": "memtrace_opt.run",
+    "attribute": "memtrace_opt.run",
+    "optimize": "memtrace_opt.run",
+    "compare": "memtrace_opt.run",
     # campaigns: experiments continued from committed state on any clone
     "run_campaign": "memtrace_opt.campaign",
     "campaign_progress": "memtrace_opt.campaign",

@@ -44,7 +44,7 @@ import yaml
 
 from memtrace_opt.atomic import atomic_write_bytes
 from memtrace_opt.errors import ConfigError
-from memtrace_opt.lm.run_lms import Injected
+from memtrace_opt.run.lms import Injected
 
 __all__ = ["CAMPAIGN_FILE", "Campaign", "CampaignProgress", "MethodProgress", "cache_path", "campaign_progress",
            "export_cache", "import_cache", "load_campaign", "run_campaign"]
@@ -300,10 +300,10 @@ def _adopt_moved_config(run_dir: Path, cfg: Any) -> bool:
     """Rewrite ``run_dir/config.yaml`` when it differs from ``cfg`` only by the clone's location.
 
     A loaded config's paths are absolute (dataset.path, cache_dir, output_dir), so a run dir copied to a
-    fresh clone elsewhere would be refused by ``run_optimize``'s changed-config check. The clone's old
+    fresh clone elsewhere would be refused by ``optimize``'s changed-config check. The clone's old
     root is what the saved and the new ``cache_dir`` (both ``<clone>/.../NAME/state``) have before their
     common tail; a path under it that maps to the same relative path under the new root is the same file.
-    Any other change is left for ``run_optimize`` to refuse.
+    Any other change is left for ``optimize`` to refuse.
     """
     from memtrace_opt import rundir as rd
 
@@ -377,7 +377,7 @@ def run_campaign(folder: str | Path, *, injected: Injected | None = None,
     """
     from memtrace_opt.config import load_config
     from memtrace_opt.loop import load_state
-    from memtrace_opt.optimize_run import run_optimize
+    from memtrace_opt.run import optimize
 
     camp = load_campaign(folder)
     root = camp.folder
@@ -403,8 +403,9 @@ def run_campaign(folder: str | Path, *, injected: Injected | None = None,
                 continue
             say(f"campaign {camp.name}: method {i}/{len(camp.methods)} {method} "
                 f"{'continuing' if state is not None else 'starting'}")
-            run_optimize(camp.config, method=method, out=str(run_dir), cache_dir=str(state_dir), resume=True,
-                         injected=injected, progress=progress)
+            optimize(camp.config, method=method, out=run_dir, cache_dir=state_dir, resume=True, attribute_heldout=False,
+                     progress=progress, lms=injected.lms if injected else None,
+                     resources=injected.resources if injected else None)
             done += 1
             chunk = exporter.export()
             if chunk is not None:

@@ -154,7 +154,7 @@ def estimate_config(config: str | Path, costs_path: str | Path, *, methods: Sequ
     """The estimate of the run config file ``config`` (every method of ``methods``; default: the config's
     own) from the bench-lm result ``costs_path``: what ``memtrace-opt estimate`` and a campaign's progress
     line report."""
-    from memtrace_opt.assemble import dataset_slice, prepare_run
+    from memtrace_opt.run.assemble import dataset_slice, prepare_run
     from memtrace_opt.loop.plan import METHODS, LoopPlan, split_dataset
     from memtrace_opt.systems.registry import get_system
 

@@ -27,7 +27,7 @@ from memtrace_opt import rundir as rd
 from memtrace_opt.errors import ConfigError, GraphError
 from memtrace_opt.eval.metrics import bleu1, token_f1
 from memtrace_opt.eval.results import QAResult, summarize
-from memtrace_opt.executors import ConversationJob, Executor, LocalExecutor
+from memtrace_opt.systems.executor import ConversationJob, Executor, LocalExecutor
 from memtrace_opt.graph import MemoryGraph, Memo, Overrides, TraceStats, Tracer, Variable
 from memtrace_opt.graph.outcome import JudgedOutcome, graph_label, outcome_from, read_judged_outcome
 from memtrace_opt.lm.base import LMClient
@@ -298,7 +298,7 @@ def evaluate_system(
 ) -> EvaluationRun:
     """Run every conversation (its scored questions), checkpointing each graph and the results as it ends.
 
-    ``executor`` decides where conversations run (:mod:`memtrace_opt.executors`; a Ray one ignores
+    ``executor`` decides where conversations run (:mod:`memtrace_opt.systems.executor`; a Ray one ignores
     ``lms`` and ``resources`` and builds its own from the config it was given); ``workers`` is short for
     ``LocalExecutor(workers)``: > 1 runs conversations concurrently on a bounded thread pool (a served
     model with as many slots decodes them in one batch; the in-process model serializes its calls, so

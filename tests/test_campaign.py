@@ -16,7 +16,7 @@ import yaml
 from memtrace_opt.campaign import cache_path, campaign_progress, export_cache, load_campaign, run_campaign
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.cache import CachedLM, cache_key
-from memtrace_opt.lm.run_lms import Injected
+from memtrace_opt.run.lms import Injected
 from tests.test_loop_compare import write_dataset
 from tests.test_loop_fixtures import SEED_QA, ReflectionLM, TaskLM, accounted, conversations
 

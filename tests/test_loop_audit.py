@@ -44,7 +44,7 @@ def test_describe_delta_names_rules_examples_and_lines():
 
 def _audited_run(tmp_path, audit_candidates: int):
     """A scripted attributed run whose demo set ties the minibatch, goes to validation and loses to the rule."""
-    from memtrace_opt.lm.run_lms import Injected
+    from memtrace_opt.run.lms import Injected
 
     config = write_config(tmp_path, "attributed")
     cfg = yaml.safe_load(config.read_text())

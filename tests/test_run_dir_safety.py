@@ -8,7 +8,7 @@ import pytest
 
 from memtrace_opt.atomic import atomic_write_text
 from memtrace_opt.cli import main
-from memtrace_opt.lm.run_lms import Injected
+from memtrace_opt.run.lms import Injected
 from memtrace_opt.graph import MemoryGraph
 from memtrace_opt.graph.io_json import load_json, save_json
 from memtrace_opt.graph.model import Variable

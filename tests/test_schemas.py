@@ -211,7 +211,7 @@ def test_the_loops_files_round_trip(tmp_path: Path) -> None:
 
 def test_attribute_writes_a_stamped_blame_file_that_round_trips(tmp_path: Path) -> None:
     from memtrace_opt import rundir as rd
-    from memtrace_opt.commands.attribute import attribute_run
+    from memtrace_opt.run import attribute
     from memtrace_opt.systems.runner import run_conversation
     from memtrace_opt.testing import HashEmbedder, ScriptedLM, judge_lm, make_conversation
 
@@ -220,6 +220,6 @@ def test_attribute_writes_a_stamped_blame_file_that_round_trips(tmp_path: Path) 
     result = run_conversation("long_context", conv, lms={"task": ScriptedLM([], default="Not mentioned"),
                                                          "judge": judge_lm()})
     rd.write_graph(tmp_path, conv.id, result.graph)
-    payload = attribute_run(tmp_path, counterfactual=False, embed=HashEmbedder().embed)
+    payload = rd.blame_payload(attribute(tmp_path, counterfactual=False, embed=HashEmbedder().embed))
     assert payload["format"] == "memtrace-blame/2" and len(payload["signals"]) == 1
     assert read_blame(tmp_path / "blame.json") == json.loads(json.dumps(payload)) == raw("blame.json", tmp_path)

@@ -16,19 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeAlias, cast
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, cast
 
 from memtrace_opt.attribution.baselines import BASELINES, make_baseline
 from memtrace_opt.attribution.blame import BlameSignal
 from memtrace_opt.attribution.content import CascadeJudge, LLMContentJudge, TokenJudge
 from memtrace_opt.attribution.cost import MeteredLM
-from memtrace_opt.attribution.counterfactual import CounterfactualAttributor
 from memtrace_opt.attribution.evidence import EmbedFn, default_embed
 from memtrace_opt.attribution.failures import FailureCase
-from memtrace_opt.attribution.tracing import TracingAttributor
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.graph.model import MemoryGraph
 from memtrace_opt.lm.base import LMClient
+
+if TYPE_CHECKING:
+    from memtrace_opt.attribution.counterfactual import CounterfactualAttributor
+    from memtrace_opt.attribution.tracing import TracingAttributor
 
 __all__ = ["ATTRIBUTE_METHODS", "METHODS", "AttributionMethod", "EmbedChoice", "MethodOptions", "MethodSpec",
            "make_attribution_method", "pick_embed"]
@@ -74,12 +76,18 @@ class MethodSpec:
     variant: bool = False
 
 
+# The tracing modules are imported when a method is built, not with the registry: they load nltk and scipy
+# (answer matching; about 2 s), and the CLI reads the registry's names at start-up for its --help.
 def _tracing(o: MethodOptions) -> TracingAttributor:
+    from memtrace_opt.attribution.tracing import TracingAttributor
+
     return TracingAttributor(evidence=o.evidence, max_frontier=o.max_frontier, embed=o.embed)
 
 
 def _tracing_llm(o: MethodOptions) -> TracingAttributor:
     """Tracing that asks the LM where the token content test is inconclusive."""
+    from memtrace_opt.attribution.tracing import TracingAttributor
+
     meter = MeteredLM(o.attribution_lm("--llm-content", "the LLM content judge needs an LM"))
     return TracingAttributor(judge=CascadeJudge(TokenJudge(), LLMContentJudge(meter)), evidence=o.evidence,
                              max_frontier=o.max_frontier, embed=o.embed, meters=[meter], name="tracing+llm")
@@ -87,6 +95,8 @@ def _tracing_llm(o: MethodOptions) -> TracingAttributor:
 
 def _tracing_cf(o: MethodOptions) -> CounterfactualAttributor:
     """Tracing verified by replay on the benchmark's cases (each case carries the replay it needs)."""
+    from memtrace_opt.attribution.counterfactual import CounterfactualAttributor
+
     lms = {role: lm for role, lm in o.lms.items() if lm is not None}
     return CounterfactualAttributor(_tracing(o), rerun=lambda tracer: None, lms=lms,
                                     max_replay_calls=o.max_replay_calls)

@@ -85,7 +85,7 @@ def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, 
     from memtrace_opt.attribution.benchcases import CaseBuilder
     from memtrace_opt.attribution.inject_hard import HARD_KINDS
     from memtrace_opt.attribution.methods import pick_embed
-    from memtrace_opt.blame_run import build_lms
+    from memtrace_opt.run.attributing import build_lms
     from memtrace_opt.config import load_config
 
     configs = [config] if isinstance(config, str) else list(config)
@@ -121,7 +121,7 @@ def run_bench(config: str | Sequence[str], *, systems: list[str] | None = None, 
 def _add_slice(builder: Any, slice_cfg: Any, main_cfg: Any, systems: list[str], lms: dict[str, Any],
                resources: dict[str, Any], *, real: bool, focus: bool, say: Callable[[str], None]) -> None:
     """Run every system on one config's conversations and add their cases (until the quotas are met)."""
-    from memtrace_opt.blame_run import load_conversations
+    from memtrace_opt.run.assemble import load_conversations
     from memtrace_opt.systems.runner import make_rerun, run_conversation
 
     conversations = list(load_conversations(slice_cfg).values())

@@ -196,7 +196,7 @@ def _dataset_qa(run_dir: str, conversation: str, question: str) -> Any:
 
     if not (Path(run_dir) / rd.CONFIG_FILE).exists():
         return None
-    from memtrace_opt.blame_run import load_conversations
+    from memtrace_opt.run.assemble import load_conversations
 
     try:
         conv = load_conversations(rd.read_config(run_dir)).get(conversation)

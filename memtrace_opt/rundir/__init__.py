@@ -36,7 +36,7 @@ reader and writer), :mod:`.lock` (one process per run directory).
 from __future__ import annotations
 
 from memtrace_opt.rundir.files import (
-    RESULTS_FORMAT, check_same_config, done_conversations, read_blame_report, read_config, read_conversation_stats,
+    RESULTS_FORMAT, blame_payload, check_same_config, done_conversations, read_blame_report, read_config, read_conversation_stats,
     read_graph, read_results, read_summary, read_usage, write_blame, write_config, write_graph, write_results,
     write_summary, write_usage,
 )
@@ -56,7 +56,7 @@ __all__ = [
     "BLAME_FILE", "CHECKPOINT_FILE", "CONFIG_CHANGES_FILE", "CONFIG_FILE", "FINAL_FILE", "GRAPHS_DIR", "GRAPH_SUFFIX",
     "LOCK_FILE", "PROMPTS_DIR", "RESULTS_FILE", "RESULTS_FORMAT", "ROUNDS_DIR", "SUMMARY_FILE", "USAGE_FILE",
     "BlameFile", "BlameReport", "CheckpointFile", "EvalSummary", "FinalReport", "JSONObject", "JSONValue", "RoundScores",
-    "RunDirBusyError", "check_same_config", "clear_results", "done_conversations", "graph_path", "list_graphs",
+    "RunDirBusyError", "blame_payload", "check_same_config", "clear_results", "done_conversations", "graph_path", "list_graphs",
     "read_blame", "read_blame_report", "read_checkpoint", "read_config", "read_conversation_stats", "read_final",
     "read_graph", "read_json", "read_object", "read_results", "read_round_optimizer", "read_round_scores",
     "read_summary", "read_usage", "round_blame_files", "round_dir", "run_lock", "write_blame", "write_config",

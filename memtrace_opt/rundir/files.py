@@ -21,11 +21,11 @@ from memtrace_opt.rundir.jsonio import JSONObject, JSONValue, read_json, read_ob
 from memtrace_opt.rundir.layout import (
     BLAME_FILE, CONFIG_CHANGES_FILE, CONFIG_FILE, RESULTS_FILE, SUMMARY_FILE, USAGE_FILE, graph_path,
 )
-from memtrace_opt.rundir.records import BlameReport, EvalSummary
+from memtrace_opt.rundir.records import BlameFile, BlameReport, EvalSummary
 from memtrace_opt.rundir.schemas import BLAME, read_blame, stamp
 
 __all__ = [
-    "RESULTS_FORMAT", "RESULT_NEUTRAL", "check_same_config", "done_conversations", "read_blame_report",
+    "RESULTS_FORMAT", "RESULT_NEUTRAL", "blame_payload", "check_same_config", "done_conversations", "read_blame_report",
     "read_config", "read_conversation_stats", "read_graph", "read_results", "read_summary", "read_usage",
     "write_blame", "write_config", "write_graph", "write_results", "write_summary", "write_usage",
 ]
@@ -164,9 +164,14 @@ def read_usage(run_dir: str | Path) -> JSONObject:
     return read_object(Path(run_dir) / USAGE_FILE)
 
 
+def blame_payload(report: BlameReport) -> BlameFile:
+    """``blame.json``'s content for ``report``: its fields, stamped ``memtrace-blame/2``."""
+    return stamp(BLAME, report.to_json())
+
+
 def write_blame(run_dir: str | Path, report: BlameReport) -> Path:
-    """Save ``blame.json`` (stamped ``memtrace-blame/2``)."""
-    return write_json(Path(run_dir) / BLAME_FILE, stamp(BLAME, report.to_json()))
+    """Save ``blame.json``."""
+    return write_json(Path(run_dir) / BLAME_FILE, blame_payload(report))
 
 
 def read_blame_report(run_dir: str | Path) -> BlameReport:

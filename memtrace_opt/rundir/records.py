@@ -149,7 +149,7 @@ class BlameReport:
     notes: tuple[str, ...] = ()
 
     def to_json(self) -> JSONObject:
-        """The ``blame.json`` payload, without its stamp (:func:`memtrace_opt.rundir.files.write_blame` adds it)."""
+        """The ``blame.json`` fields, without the stamp :func:`memtrace_opt.rundir.files.blame_payload` adds."""
         signals: list[JSONValue] = [s.to_dict() for s in self.signals]
         return {"method": self.method, "counterfactual": self.counterfactual, "evidence": self.evidence,
                 "notes": list(self.notes), "verification_failed": self.verification_failed, "signals": signals,

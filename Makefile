@@ -26,7 +26,8 @@ quickstart: setup
 # Lint (ruff) everything; type-check (mypy --strict, settings in pyproject.toml) the typed core.
 check: setup
 	$(BIN)/ruff check memtrace_opt systems optimizers tests experiments benchmarks
-	$(BIN)/mypy memtrace_opt/graph memtrace_opt/attribution memtrace_opt/loop memtrace_opt/run memtrace_opt/rundir
+	$(BIN)/mypy memtrace_opt/graph memtrace_opt/attribution memtrace_opt/loop memtrace_opt/run memtrace_opt/rundir \
+		memtrace_opt/campaign
 
 # The checks, then the whole suite, real-model end-to-end tests included.
 test: setup check

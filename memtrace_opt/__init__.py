@@ -47,8 +47,8 @@ _EXPORTS: dict[str, str] = {
     "campaign_progress": "memtrace_opt.campaign",
     "CampaignProgress": "memtrace_opt.campaign",
     # prompt components as instruction + learned rules + worked examples
-    "compose_prompt": "memtrace_opt.prompt_parts",
-    "split_prompt": "memtrace_opt.prompt_parts",
+    "compose_prompt": "memtrace_opt.graph.prompt_parts",
+    "split_prompt": "memtrace_opt.graph.prompt_parts",
     # LM layer
     "LMClient": "memtrace_opt.lm.base",
     "LMResult": "memtrace_opt.lm.base",

@@ -10,7 +10,7 @@ import yaml
 
 from memtrace_opt.cli import main
 from memtrace_opt.loop.audit import describe_delta, rejected_candidates
-from memtrace_opt.prompt_parts import compose_prompt
+from memtrace_opt.graph.prompt_parts import compose_prompt
 from tests.test_loop_compare import write_config
 from tests.test_loop_fixtures import SEED_QA, ReflectionLM, TaskLM, accounted, conversations
 

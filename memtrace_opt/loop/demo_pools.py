@@ -67,7 +67,7 @@ def testable_pools(pools: Mapping[str, Sequence[Demo]], minibatch_conversations:
                    validation_conversations: Collection[str], *, accept_ties: bool) -> tuple[DemoPools, int]:
     """The demos a candidate could be scored with, and how many were left out.
 
-    A run of a demo's own conversation never sees it (:func:`memtrace_opt.prompt_parts.withhold_examples`),
+    A run of a demo's own conversation never sees it (:func:`memtrace_opt.graph.prompt_parts.withhold_examples`),
     so a demo set cut only from the conversations it would be scored on ties with its parent by
     construction: GEPA's minibatch (the training conversations) must see it for the set to win there,
     or, when ties go on (``accept_ties``), validation must. The quickstart's one conversation both

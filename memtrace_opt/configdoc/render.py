@@ -1,4 +1,4 @@
-"""The configuration reference, ``docs/configuration.md``, generated from the config models so it cannot drift.
+"""Rendering the configuration reference: walk the config models, one table per section.
 
 Every key of a run config is a field of :class:`memtrace_opt.config.RunConfig` or of one of its sections,
 and every ``system.settings`` key a field of a built-in system's ``settings_model``. This module walks
@@ -8,8 +8,8 @@ those models and writes one table per section: key, type, default, meaning. The 
 the committed file is what this module renders and that every field has a meaning, so a new key
 without a comment, or a changed default, fails the suite until the reference is regenerated::
 
-    python -m memtrace_opt.config_docs --out docs/configuration.md     # regenerate
-    python -m memtrace_opt.config_docs --check docs/configuration.md   # exit 1 when stale
+    python -m memtrace_opt.configdoc --out docs/configuration.md     # regenerate
+    python -m memtrace_opt.configdoc --check docs/configuration.md   # exit 1 when stale
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pydantic.fields import FieldInfo
 
 __all__ = ["FieldDoc", "Section", "field_docs", "main", "render", "sections"]
 
-COMMAND = "python -m memtrace_opt.config_docs --out docs/configuration.md"
+COMMAND = "python -m memtrace_opt.configdoc --out docs/configuration.md"
 
 _INTRO = """\
 # Configuration reference
@@ -300,8 +300,8 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m memtrace_opt.config_docs [--out FILE | --check FILE]``: print, write or check the reference."""
-    parser = argparse.ArgumentParser(prog="python -m memtrace_opt.config_docs", description=__doc__.splitlines()[0])
+    """``python -m memtrace_opt.configdoc [--out FILE | --check FILE]``: print, write or check the reference."""
+    parser = argparse.ArgumentParser(prog="python -m memtrace_opt.configdoc", description=__doc__.splitlines()[0])
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--out", type=Path, help="write the reference to this file")
     group.add_argument("--check", type=Path, help="exit 1 when this file differs from the generated reference")
@@ -319,6 +319,3 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write(text)
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,4 +1,9 @@
-"""Evaluation: mem0's LoCoMo metrics, judges, per-question results and their summaries."""
+"""Evaluation: mem0's LoCoMo metrics, judges, per-question results and their summaries.
+
+Below the graph's users: the traced judge op scores each answer with a :class:`Judge`, and a failed
+question (score 0) is what attribution blames and the loop tries to fix. Results are stored in the
+run directory by :mod:`memtrace_opt.rundir`.
+"""
 
 from __future__ import annotations
 

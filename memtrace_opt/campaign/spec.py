@@ -29,8 +29,6 @@ PROGRESS_FILE = "progress.json"
 _FIELDS = ("config", "methods", "description", "costs", "costs_row", "sealed")
 
 
-
-
 @dataclass(frozen=True)
 class Campaign:
     """A validated ``campaign.yaml``: the run config (absolute, resolved against the file) and the methods."""

@@ -30,6 +30,10 @@ from annotated_types import Ge, Gt, Le, Lt, MaxLen, MinLen
 from pydantic import AfterValidator, BaseModel
 from pydantic.fields import FieldInfo
 
+from memtrace_opt.config import RunConfig
+from memtrace_opt.lm.config import ModelConfig
+from memtrace_opt.systems.registry import KNOWN_SYSTEMS, get_system
+
 __all__ = ["FieldDoc", "Section", "field_docs", "main", "render", "sections"]
 
 COMMAND = "python -m memtrace_opt.configdoc --out docs/configuration.md"
@@ -227,9 +231,6 @@ def field_docs(model: type[BaseModel], prefix: str) -> list[FieldDoc]:
 
 def _section_models() -> list[tuple[str, str, type[BaseModel]]]:
     """``(key prefix, title, model)`` for every section of a run config, in the order a config lists them."""
-    from memtrace_opt.config import RunConfig
-    from memtrace_opt.lm.config import ModelConfig
-
     out: list[tuple[str, str, type[BaseModel]]] = [("", "Top level", RunConfig)]
     for name, info in RunConfig.model_fields.items():
         model = _model_of(info.annotation)
@@ -250,8 +251,6 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
 
 def _system_settings() -> list[tuple[str, type[BaseModel]]]:
     """``(system name, settings model)`` for each built-in system, from the system registry."""
-    from memtrace_opt.systems.registry import KNOWN_SYSTEMS, get_system
-
     return [(name, get_system(name).settings_model) for name in KNOWN_SYSTEMS]
 
 

@@ -26,7 +26,7 @@ quickstart: setup
 # Lint (ruff) everything; type-check (mypy --strict, settings in pyproject.toml) the typed core.
 check: setup
 	$(BIN)/ruff check memtrace_opt systems optimizers tests experiments benchmarks
-	$(BIN)/mypy memtrace_opt/graph memtrace_opt/attribution memtrace_opt/loop memtrace_opt/bench
+	$(BIN)/mypy memtrace_opt/graph memtrace_opt/attribution memtrace_opt/loop memtrace_opt/bench memtrace_opt/interop
 
 # The checks, then the whole suite, real-model end-to-end tests included.
 test: setup check

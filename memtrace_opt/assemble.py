@@ -27,7 +27,7 @@ def prepare_run(config: str | Path | RunConfig, *, out: str | Path | None = None
     """``(config, its name for errors, run dir)`` with the command-line overrides applied, checked before
     any model loads: the run dir is not a file, the system's settings and prompt overrides are valid."""
     from memtrace_opt.systems.registry import get_system
-    from memtrace_opt.systems.runner import resolve_prompts, resolve_settings
+    from memtrace_opt.systems.resolve import resolve_prompts, resolve_settings
 
     cfg, source = as_config(config)
     if dataset_path is not None:

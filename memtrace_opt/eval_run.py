@@ -25,7 +25,7 @@ def run_eval(config: str | Path | RunConfig, *, resume: bool = True, out: str | 
     from memtrace_opt.assemble import dataset_slice, prepare_run, split_conversations
     from memtrace_opt.executors import make_executor, refuse_ray_with_injected
     from memtrace_opt.run_lock import run_lock
-    from memtrace_opt.systems.runner import evaluate_system
+    from memtrace_opt.systems.evaluate import evaluate_system
 
     cfg, source, run_dir = prepare_run(config, out=out, dataset_path=dataset_path)
     conversations = split_conversations(cfg, dataset_slice(cfg))  # bad data fails before the run dir exists

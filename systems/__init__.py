@@ -1,8 +1,9 @@
 """Memory systems, fully traced: Long-Context, RAG, Mem0 and EverMemOS, plus what they share.
 
 ``get_system(name)`` resolves a config's ``system.name`` (importing the system's module on first
-use); ``run_conversation`` / ``evaluate_system`` run one through ingest → answer → judge with every
-step recorded in a memory evolution graph; ``make_rerun`` gives the same driver to replay.
+use); ``run_conversation`` (:mod:`.runner`) and ``evaluate_system`` (:mod:`.evaluate`) run one
+through ingest → answer → judge with every step recorded in a memory evolution graph;
+``make_rerun`` gives the same driver to replay.
 Importing this package loads no model and imports neither faiss nor mem0.
 """
 

@@ -27,7 +27,7 @@ from memtrace_opt.errors import ConfigError
 from memtrace_opt.eval.judge import JUDGE_KINDS
 from memtrace_opt.lm.embedded import SPECULATIVE_MODES, EmbeddedLlama
 from memtrace_opt.systems.registry import get_system
-from memtrace_opt.systems.runner import resolve_settings
+from memtrace_opt.systems.resolve import resolve_settings
 
 __all__ = ["CHANGED_RULE", "parse_variant", "run_bench_lm"]
 

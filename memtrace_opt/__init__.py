@@ -1,5 +1,11 @@
 """memtrace-opt: trace why an LLM memory system answered wrong, blame the faulty operation, fix its prompt.
 
+A run flows trace → graph → attribute → optimize → report: a system (``systems/``) runs traced into a
+memory evolution graph (:mod:`.graph`), each failed question is blamed on an operation
+(:mod:`.attribution`), the loop optimizes the blamed prompts (:mod:`.loop`, ``optimizers/``), and the
+report shows it (:mod:`.report`). :mod:`.run` drives those steps from a config and writes the run
+directory (:mod:`.rundir`); the CLI (:mod:`.cli`, ``commands/``) is a thin layer over :mod:`.run`.
+
 The public API, by layer (imports flow downward):
 
 - data and evaluation: :func:`load_dataset`, :func:`dataset_stats`, :func:`select`, :class:`RunConfig`,
@@ -10,8 +16,9 @@ The public API, by layer (imports flow downward):
 - systems: :class:`MemorySystem`, :func:`get_system`, :func:`system_names`, :func:`run_conversation`,
   :func:`make_rerun`, :func:`published_prompts` (the seed ``system.seed: published`` starts from);
 - attribution: :class:`BlameSignal`;
-- runs: :func:`evaluate`, :func:`attribute`, :func:`optimize`, :func:`compare` (over a config file or
-  a RunConfig; ``lms=`` replaces the configured models; :mod:`memtrace_opt.testing` has a ScriptedLM);
+- runs (:mod:`memtrace_opt.run`): :func:`evaluate`, :func:`attribute`, :func:`optimize`, :func:`compare` (over a
+  config file or a RunConfig; typed results; ``lms=`` replaces the configured models;
+  :mod:`memtrace_opt.testing` has a ScriptedLM);
 - campaigns: :func:`run_campaign`, :func:`campaign_progress` (stop anywhere, continue on another clone);
 - prompts: :func:`compose_prompt`, :func:`split_prompt` (the rules and worked examples the optimizer adds);
 - report: :func:`render_report`.
@@ -38,17 +45,17 @@ _EXPORTS: dict[str, str] = {
     "bootstrap_ci": "memtrace_opt.eval.metrics",
     "paired_bootstrap": "memtrace_opt.eval.metrics",
     # the Python API (the CLI is a thin layer over it)
-    "evaluate": "memtrace_opt.api",
-    "attribute": "memtrace_opt.api",
-    "optimize": "memtrace_opt.api",
-    "compare": "memtrace_opt.api",
+    "evaluate": "memtrace_opt.run",
+    "attribute": "memtrace_opt.run",
+    "optimize": "memtrace_opt.run",
+    "compare": "memtrace_opt.run",
     # campaigns: experiments continued from committed state on any clone
     "run_campaign": "memtrace_opt.campaign",
     "campaign_progress": "memtrace_opt.campaign",
     "CampaignProgress": "memtrace_opt.campaign",
     # prompt components as instruction + learned rules + worked examples
-    "compose_prompt": "memtrace_opt.prompt_parts",
-    "split_prompt": "memtrace_opt.prompt_parts",
+    "compose_prompt": "memtrace_opt.graph.prompt_parts",
+    "split_prompt": "memtrace_opt.graph.prompt_parts",
     # LM layer
     "LMClient": "memtrace_opt.lm.base",
     "LMResult": "memtrace_opt.lm.base",

@@ -1,19 +1,24 @@
 """The ``memtrace-opt`` command line.
 
 Each subcommand lives in its own module under :mod:`memtrace_opt.commands` and registers
-itself on the shared Typer app; heavy imports (torch, mem0, llama.cpp) happen inside the
-command bodies so ``--help`` stays instant. User errors surface as one line and an exit code.
+itself on the shared Typer app; a command parses its options, calls one :mod:`memtrace_opt.run`
+(or campaign, report) function and renders the typed result. Those calls, and every heavy import
+(torch, mem0, llama.cpp, the loop), happen inside the command bodies so ``--help`` stays instant.
+User errors surface as one line and an exit code.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
 from memtrace_opt.errors import MemtraceError
-from memtrace_opt.lm.run_lms import Injected
+
+if TYPE_CHECKING:
+    from memtrace_opt.run.lms import Injected
 
 COMMAND_MODULES: tuple[str, ...] = (
     "memtrace_opt.commands.version",

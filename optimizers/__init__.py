@@ -1,5 +1,8 @@
 """Prompt optimizers that touch a memory system only through a text-component adapter.
 
+The optimize step's engines: the closed loop (:mod:`memtrace_opt.loop`) hands them the blamed
+components; blame reaches them through one seam, the component selector and the reflective records.
+
 A candidate is ``{component: text}``; :class:`MemoryPromptAdapter` evaluates it by replaying
 recorded graphs, :mod:`.feedback` and :mod:`.selectors` carry blame into GEPA, :class:`ReflectionProposer`
 turns a reflection LM's reply into a new prompt, :func:`run_gepa` runs one GEPA optimization and

@@ -88,7 +88,7 @@ class RunnerBackend:
         self.settings = dict(settings or {})
         self.judge = judge
         self.resources = dict(resources or {})
-        self.executor = executor  # memtrace_opt.executors: where graphs() runs its jobs (None: here, in order)
+        self.executor = executor  # memtrace_opt.systems.executor: where graphs() runs its jobs (None: here, in order)
 
     def __repr__(self) -> str:
         return f"RunnerBackend({self.system!r}, settings={self.settings}, judge={self.judge!r})"

@@ -29,7 +29,7 @@ from memtrace_opt.lm.base import LMClient
 from memtrace_opt.optimizers.demo_coverage import select_covering_demos
 from memtrace_opt.optimizers.demos import Demo, select_demos
 from memtrace_opt.optimizers.line_blame import blame_line, drop_line
-from memtrace_opt.prompt_parts import PromptParts, split_prompt
+from memtrace_opt.graph.prompt_parts import PromptParts, split_prompt
 from memtrace_opt.optimizers.proposer import ComponentProposer, Proposal
 from memtrace_opt.optimizers.rules import propose_rules, update_rules
 

@@ -36,7 +36,7 @@ from memtrace_opt.attribution.content import message_source, turn_of
 from memtrace_opt.attribution.text import content_tokens
 from memtrace_opt.graph import MemoryGraph
 from memtrace_opt.graph.queries import lineage
-from memtrace_opt.prompt_parts import render_example
+from memtrace_opt.graph.prompt_parts import render_example
 from memtrace_opt.systems.base import approx_tokens
 from memtrace_opt.optimizers.cases import CaseTrace
 from memtrace_opt.optimizers.feedback import render_value
@@ -66,7 +66,7 @@ class Demo:
         """The example as prompt text (braces neutralised: some systems format their prompts).
 
         The first line names the conversation the example came from, so a run of that same
-        conversation withholds it (:func:`memtrace_opt.prompt_parts.withhold_examples`): a demo holds
+        conversation withholds it (:func:`memtrace_opt.graph.prompt_parts.withhold_examples`): a demo holds
         its question's gold answer, and a candidate scored on the questions its demos were cut from
         would be scored on answers it was handed.
         """

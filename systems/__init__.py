@@ -1,5 +1,8 @@
 """Memory systems, fully traced: Long-Context, RAG, Mem0 and EverMemOS, plus what they share.
 
+The trace step of a run: each system is a list of registered operations, each LM call its own op with
+its own named prompt, so the graph it records says which prompt every step used.
+
 ``get_system(name)`` resolves a config's ``system.name`` (importing the system's module on first
 use); ``run_conversation`` (:mod:`.runner`) and ``evaluate_system`` (:mod:`.evaluate`) run one
 through ingest → answer → judge with every step recorded in a memory evolution graph;

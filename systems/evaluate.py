@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memtrace_opt import run_dir as rd
+from memtrace_opt import rundir as rd
 from memtrace_opt.eval.results import QAResult, summarize
-from memtrace_opt.executors import ConversationJob, Executor, LocalExecutor
+from memtrace_opt.systems.executor import ConversationJob, Executor, LocalExecutor
 from memtrace_opt.graph.usage import graph_stats, merge_graph_stats
 from memtrace_opt.lm.base import LMClient
 from memtrace_opt.systems.base import SystemSettings
@@ -57,7 +57,7 @@ def evaluate_system(
 ) -> EvaluationRun:
     """Run every conversation (its scored questions), checkpointing each graph and the results as it ends.
 
-    ``executor`` decides where conversations run (:mod:`memtrace_opt.executors`; a Ray one ignores
+    ``executor`` decides where conversations run (:mod:`memtrace_opt.systems.executor`; a Ray one ignores
     ``lms`` and ``resources`` and builds its own from the config it was given); ``workers`` is short for
     ``LocalExecutor(workers)``: > 1 runs conversations concurrently on a bounded thread pool (a served
     model with as many slots decodes them in one batch; the in-process model serializes its calls, so

@@ -5,7 +5,7 @@ dates so the model can turn relative dates ("last Tuesday") into absolute ones, 
 kept short, as the LoCoMo judge and F1 expect.
 
 The prompt component's instruction is the system message. Its learned rules (the block
-:mod:`memtrace_opt.prompt_parts` renders, added by the optimizer) go into the user message *after*
+:mod:`memtrace_opt.graph.prompt_parts` renders, added by the optimizer) go into the user message *after*
 the memories, next to the question, so a candidate that only adds rules shares the instruction +
 memories prefix with the seed prompt, which the model server keeps in its KV cache. Its worked
 examples become **prior chat turns** — each example's memories and question as a user message in
@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 
 from memtrace_opt.graph import OpContext, operation
 from memtrace_opt.graph.model import QA
-from memtrace_opt.prompt_parts import compose_prompt, parse_example, split_prompt
+from memtrace_opt.graph.prompt_parts import compose_prompt, parse_example, split_prompt
 
 DEFAULT_QA_PROMPT = """You answer questions about a long conversation between two people, using only the memories below.
 Each memory has the date of the conversation session it came from.

@@ -10,7 +10,7 @@ import pytest
 
 from memtrace_opt.attribution.text import content_tokens
 from memtrace_opt.cli import main
-from memtrace_opt.lm.run_lms import Injected
+from memtrace_opt.run.lms import Injected
 from memtrace_opt.lm.base import LMResult
 from tests.scripted_lm import HashEmbedder, ScriptedLM, judge_lm
 
@@ -218,7 +218,7 @@ def test_attribute_in_a_fresh_process_verifies_every_blame(rag_run):
 
     code = (
         "import sys\n"
-        "from memtrace_opt.lm.run_lms import Injected\n"
+        "from memtrace_opt.run.lms import Injected\n"
         "from tests.test_attribution_cli import lms, RESOURCES\n"
         "from memtrace_opt.cli import main\n"
         f"sys.exit(main(['attribute', {str(rag_run)!r}, '--json'], injected=Injected(lms(), RESOURCES)))\n"

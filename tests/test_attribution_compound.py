@@ -138,13 +138,13 @@ def test_attribute_table_shows_chained_failures_apart():
     from rich.console import Console
 
     from memtrace_opt.commands.attribute import summary_table
+    from memtrace_opt.rundir import BlameReport
 
     link = ChainedFault("ResponseError", "answer:q1/qa#0", "question_answering", "misread", None)
     signals = [_signal("c/q1", "extract", (link,)), _signal("c/q2", "extract")]
-    payload = {"method": "tracing", "counterfactual": True, "aggregate": aggregate(signals),
-               "signals": [s.to_dict() for s in signals]}
+    report = BlameReport("tracing", True, "annotated", tuple(signals), aggregate(signals))
     console = Console(width=200, record=True)
-    console.print(summary_table(payload))
+    console.print(summary_table(report))
     text = console.export_text()
     assert "0 (+1 compound)" in text and "1 compound failure(s)" in text
 

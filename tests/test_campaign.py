@@ -16,7 +16,7 @@ import yaml
 from memtrace_opt.campaign import cache_path, campaign_progress, export_cache, load_campaign, run_campaign
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.cache import CachedLM, cache_key
-from memtrace_opt.lm.run_lms import Injected
+from memtrace_opt.run.lms import Injected
 from tests.test_loop_compare import write_dataset
 from tests.test_loop_fixtures import SEED_QA, ReflectionLM, TaskLM, accounted, conversations
 
@@ -272,7 +272,7 @@ def test_a_real_config_change_is_still_refused_on_the_new_clone(tmp_path):
 def test_costs_give_the_lm_time_left_shrinking_as_methods_finish(tmp_path):
     """With ``costs:`` (a bench-lm result), the progress line says the LM time left: the estimate of every
     method before the start, the unfinished methods' share after a stop, nothing once all are finished."""
-    from memtrace_opt.estimate import estimate_config
+    from memtrace_opt.campaign.estimate import estimate_config
     from tests.test_estimate import bench_file
 
     folder = make_clone(tmp_path / "repo")
@@ -304,7 +304,7 @@ def copy_committed_sealed(src_root: Path, dst_root: Path) -> None:
 
 
 def test_a_sealed_campaign_commits_no_readable_data_and_continues_on_a_fresh_clone(tmp_path, reference):
-    from memtrace_opt.seal import dataset_key, unseal
+    from memtrace_opt.campaign.seal import dataset_key, unseal
 
     expected, all_calls = reference
     folder_b = make_clone(tmp_path / "b" / "repo", sealed=True)

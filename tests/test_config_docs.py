@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from memtrace_opt.config import RunConfig
-from memtrace_opt.config_docs import COMMAND, main, render, sections
+from memtrace_opt.configdoc import COMMAND, main, render, sections
 from memtrace_opt.lm.config import ModelConfig
 from memtrace_opt.systems.registry import KNOWN_SYSTEMS, get_system
 

@@ -7,7 +7,7 @@ from memtrace_opt.optimizers.demo_coverage import (
     answer_shape, case_similarity, question_form, select_covering_demos,
 )
 from memtrace_opt.optimizers.demos import Demo
-from memtrace_opt.prompt_parts import split_prompt
+from memtrace_opt.graph.prompt_parts import split_prompt
 
 SEED = "Answer the question from the memories."
 

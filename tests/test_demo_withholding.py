@@ -10,9 +10,9 @@ from __future__ import annotations
 from memtrace_opt.graph import replay
 from memtrace_opt.graph.ops import prompt_sha
 from memtrace_opt.loop.demo_pools import load_pools, save_pools
-from memtrace_opt.loop.artifacts import round_dir
+from memtrace_opt.rundir import round_dir
 from memtrace_opt.optimizers.demos import Demo
-from memtrace_opt.prompt_parts import compose_prompt, split_prompt, withhold_examples
+from memtrace_opt.graph.prompt_parts import compose_prompt, split_prompt, withhold_examples
 from memtrace_opt.systems.base import QA_PROMPT
 from memtrace_opt.systems.long_context import LongContextSystem as LongContext
 from memtrace_opt.systems.runner import rerun_for, run_conversation

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from memtrace_opt.estimate import estimate_config as run_estimate
+from memtrace_opt.campaign.estimate import estimate_config as run_estimate
 from memtrace_opt.errors import ConfigError
 
 QUICKSTART = "experiments/configs/quickstart.yaml"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from memtrace_opt import run_dir as rd
+from memtrace_opt import rundir as rd
 from memtrace_opt.cli import main
-from memtrace_opt.lm.run_lms import Injected
+from memtrace_opt.run.lms import Injected
 from memtrace_opt.config import load_config
 from tests.scripted_lm import HashEmbedder, ScriptedLM, judge_lm
 

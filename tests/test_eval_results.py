@@ -9,7 +9,8 @@ import pytest
 from memtrace_opt.data import load_dataset
 from memtrace_opt.errors import DatasetError
 from memtrace_opt.eval.judge import DeterministicJudge
-from memtrace_opt.eval.results import QAResult, load_results, save_results, score_qa, summarize
+from memtrace_opt.eval.results import QAResult, score_qa, summarize
+from memtrace_opt.rundir import read_results, write_results
 
 
 def _result(qa_id: str, category: str, score: int, flags: tuple[str, ...] = (), label: str = "") -> QAResult:
@@ -49,18 +50,17 @@ def test_summarize_empty():
 
 def test_json_round_trip(tmp_path):
     results = [_result("a", "temporal", 1, ("update", "deletion")), _result("b", "multi-hop", 0)]
-    path = tmp_path / "results.json"
-    save_results(results, path)
-    assert load_results(path) == results
+    write_results(tmp_path, results)
+    assert read_results(tmp_path) == results
 
 
 def test_malformed_results_file(tmp_path):
-    path = tmp_path / "r.json"
+    path = tmp_path / "results.json"
     path.write_text(json.dumps({"format": "memtrace-results/1", "results": [{"qa_id": "x"}]}))
     with pytest.raises(DatasetError, match=r"results\[0\]"):
-        load_results(path)
+        read_results(tmp_path)
     path.write_text(json.dumps([]))
     with pytest.raises(DatasetError, match="not a results file"):
-        load_results(path)
+        read_results(tmp_path)
     with pytest.raises(DatasetError, match="not found"):
-        load_results(tmp_path / "missing.json")
+        read_results(tmp_path / "missing")

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from memtrace_opt import run_dir as rd
+from memtrace_opt import rundir as rd
 from memtrace_opt.config import ExecutorConfig, RunConfig, load_config
 from memtrace_opt.errors import ConfigError, LMError
 
@@ -69,11 +69,10 @@ def test_a_saved_config_with_eval_workers_loads_as_executor_workers(tmp_path):
 
 
 def test_ray_refuses_lms_injected_into_this_process(tmp_path):
-    from memtrace_opt.eval_run import run_eval
-    from memtrace_opt.lm.run_lms import Injected
+    from memtrace_opt.run import evaluate
 
     with pytest.raises(ConfigError, match="injected") as info:
-        run_eval(write_config(tmp_path, "inj", "{kind: ray}"), progress=False, injected=Injected({"task": object()}))
+        evaluate(write_config(tmp_path, "inj", "{kind: ray}"), lms={"task": object()})
     assert info.value.field == "executor.kind"
 
 
@@ -148,14 +147,14 @@ def no_local_conversations(monkeypatch):
 
 @pytest.mark.slow
 def test_ray_writes_the_local_results_graphs_and_order(tmp_path, monkeypatch, served):
-    from memtrace_opt.eval_run import run_eval
+    from memtrace_opt.run import evaluate
 
     port = served.server_address[1]
-    local = run_eval(write_config(tmp_path, "local", "{kind: local}", port), progress=False)
+    local = evaluate(write_config(tmp_path, "local", "{kind: local}", port), progress=False)
     calls = served.requests
     with monkeypatch.context() as patch:
         no_local_conversations(patch)
-        remote = run_eval(write_config(tmp_path, "ray", "{kind: ray, workers: 2}", port), progress=False)
+        remote = evaluate(write_config(tmp_path, "ray", "{kind: ray, workers: 2}", port), progress=False)
     assert served.requests == 2 * calls > 0  # separate run dirs, separate caches: the workers called the stub
 
     saved = [json.loads((d / "results.json").read_text()) for d in (local.run_dir, remote.run_dir)]
@@ -176,17 +175,17 @@ def test_ray_writes_the_local_results_graphs_and_order(tmp_path, monkeypatch, se
 
 @pytest.mark.slow
 def test_a_failed_ray_task_is_raised_and_resume_runs_only_the_rest(tmp_path, served):
-    from memtrace_opt.eval_run import run_eval
+    from memtrace_opt.run import evaluate
 
     config = write_config(tmp_path, "fails", "{kind: ray, workers: 1}", served.server_address[1])
     served.fail_on = "Lena"  # mini-2's speaker: that conversation's first answer gets a 401
     with pytest.raises(LMError, match="401"):
-        run_eval(config, progress=False)
+        evaluate(config, progress=False)
     run_dir = tmp_path / "fails" / "out" / "r"
     assert rd.done_conversations(run_dir) == ["mini-1"]
 
     served.fail_on, before = None, served.requests
-    again = run_eval(config, progress=False)
+    again = evaluate(config, progress=False)
     assert again.resumed == ["mini-1"] and rd.done_conversations(run_dir) == ["mini-1", "mini-2"]
     assert served.requests - before == 6  # mini-2's six questions; nothing of mini-1 was redone
     assert len(again.results) == 12
@@ -208,7 +207,7 @@ optimizer: {{method: unattributed, rounds: 1, patience: 0, max_metric_calls: 30,
 def test_an_optimize_run_through_ray_writes_what_a_local_one_writes(tmp_path, monkeypatch, served):
     """Candidate evaluations and the held-out final as Ray tasks: the same rounds, prompts and held-out
     scores as the local thread pool, and no conversation run in the driver."""
-    from memtrace_opt.optimize_run import run_optimize
+    from memtrace_opt.run import optimize
 
     model = (f"{{provider: openai_compatible, model: stub, api_base: 'http://127.0.0.1:{served.server_address[1]}/v1',"
              f" api_key_env: {KEY_VAR}}}")
@@ -221,7 +220,8 @@ def test_an_optimize_run_through_ray_writes_what_a_local_one_writes(tmp_path, mo
         with monkeypatch.context() as patch:
             if name == "ray":
                 no_local_conversations(patch)
-            state, run_dir = run_optimize(config)
+            done = optimize(config, attribute_heldout=False)
+            state, run_dir = done.state, done.run_dir
         assert served.requests > before  # each run has its own cache: it asked the server
         final = json.loads((run_dir / "final.json").read_text())
         finals[name] = (state.best_candidate, state.baseline_val, final["cases"], [r.val_score for r in state.rounds])

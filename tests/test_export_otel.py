@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from memtrace_opt import run_dir as rd
+from memtrace_opt import rundir as rd
 from memtrace_opt.cli import main
 from memtrace_opt.interop.otel import lm_identity
 from memtrace_opt.graph import MemoryGraph, Tracer

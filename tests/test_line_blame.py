@@ -9,7 +9,7 @@ import pytest
 from memtrace_opt.loop import LoopContext, LoopData, LoopPlan, run_loop
 from memtrace_opt.optimizers.delta_proposer import DeltaProposer
 from memtrace_opt.optimizers.line_blame import blame_line, drop_line, instruction_lines
-from memtrace_opt.prompt_parts import compose_prompt, split_prompt
+from memtrace_opt.graph.prompt_parts import compose_prompt, split_prompt
 from memtrace_opt.systems.base import QA_PROMPT
 from memtrace_opt.testing import ScriptedLM
 from tests.test_loop_fixtures import TaskLM, accounted, backend, conversations, qa_blamer

@@ -10,7 +10,7 @@ import yaml
 
 from memtrace_opt.cli import main
 from memtrace_opt.loop.audit import describe_delta, rejected_candidates
-from memtrace_opt.prompt_parts import compose_prompt
+from memtrace_opt.graph.prompt_parts import compose_prompt
 from tests.test_loop_compare import write_config
 from tests.test_loop_fixtures import SEED_QA, ReflectionLM, TaskLM, accounted, conversations
 
@@ -44,7 +44,7 @@ def test_describe_delta_names_rules_examples_and_lines():
 
 def _audited_run(tmp_path, audit_candidates: int):
     """A scripted attributed run whose demo set ties the minibatch, goes to validation and loses to the rule."""
-    from memtrace_opt.lm.run_lms import Injected
+    from memtrace_opt.run.lms import Injected
 
     config = write_config(tmp_path, "attributed")
     cfg = yaml.safe_load(config.read_text())

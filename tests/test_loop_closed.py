@@ -9,7 +9,7 @@ import pytest
 
 from memtrace_opt.errors import ConfigError, LMError
 from memtrace_opt.loop import LoopContext, LoopData, LoopPlan, load_state, run_loop
-from memtrace_opt.schemas import read_blame
+from memtrace_opt.rundir.schemas import read_blame
 from memtrace_opt.systems.base import QA_PROMPT
 from tests.test_loop_fixtures import (
     PROMPTS, QA_MAGIC, SEED_QA, ReflectionLM, TaskLM, accounted, backend, conversations, qa_blamer,
@@ -205,9 +205,9 @@ def test_a_broken_reflection_model_stops_the_run_with_its_error(tmp_path):
 
 @pytest.mark.parametrize("content", ["[]", '{"format": "memtrace-loop/1", "spend": "lots"}', "\xff\xfe", "{"])
 def test_a_corrupt_checkpoint_is_one_config_error(tmp_path, content):
-    from memtrace_opt.loop.checkpoint import CHECKPOINT_FORMAT
+    from memtrace_opt.rundir.schemas import CHECKPOINT
 
-    (tmp_path / "checkpoint.json").write_text(content.replace("memtrace-loop/1", CHECKPOINT_FORMAT),
+    (tmp_path / "checkpoint.json").write_text(content.replace("memtrace-loop/1", CHECKPOINT.id),
                                               encoding="latin-1")
     with pytest.raises(ConfigError, match="unreadable checkpoint"):
         load_state(tmp_path)

@@ -12,7 +12,7 @@ from memtrace_opt.cli import main
 from memtrace_opt.eval.metrics import paired_bootstrap
 from memtrace_opt.loop.compare import compare_finals, compare_runs
 from memtrace_opt.errors import ConfigError
-from memtrace_opt.lm.run_lms import Injected
+from memtrace_opt.run.lms import Injected
 from tests.test_loop_fixtures import SEED_QA, ReflectionLM, TaskLM, accounted, conversations
 
 
@@ -85,7 +85,7 @@ def write_config(tmp_path, method):
 
 
 def test_optimize_and_compare_cli(tmp_path, capsys):
-    from memtrace_opt.lm.run_lms import Injected
+    from memtrace_opt.run.lms import Injected
 
     config = write_config(tmp_path, "attributed")
     task = accounted(TaskLM(conversations()), "task")
@@ -122,7 +122,7 @@ def test_optimize_and_compare_cli(tmp_path, capsys):
 
 
 def test_optimize_follows_the_cli_convention_json_on_stdout_progress_on_stderr(tmp_path, capsys):
-    from memtrace_opt.lm.run_lms import Injected
+    from memtrace_opt.run.lms import Injected
 
     config = write_config(tmp_path, "attributed")
     task = accounted(TaskLM(conversations()), "task")
@@ -147,7 +147,7 @@ def loop_lms():
 
 def test_optimize_resume_refuses_a_changed_config(tmp_path, capsys):
     """A resumed run whose config changed would evaluate a new slice while config.yaml recorded the old one."""
-    from memtrace_opt.lm.run_lms import Injected
+    from memtrace_opt.run.lms import Injected
 
     config = write_config(tmp_path, "attributed")
     inj = Injected.of(loop_lms())
@@ -162,7 +162,7 @@ def test_optimize_resume_refuses_a_changed_config(tmp_path, capsys):
 
 
 def test_optimize_resume_force_accepts_and_records_a_changed_config(tmp_path, capsys):
-    from memtrace_opt.lm.run_lms import Injected
+    from memtrace_opt.run.lms import Injected
 
     config = write_config(tmp_path, "attributed")
     inj = Injected.of(loop_lms())
@@ -318,7 +318,8 @@ def test_several_unattributed_runs_pair_by_seed_or_refuse_the_ambiguity():
 
 def write_loop_run(run_dir, method, rounds, seed_prompts, best_prompts, seed=0):
     """A finished run dir as the loop leaves it: checkpoint, one blame.json per round, final.json."""
-    from memtrace_opt.loop.artifacts import blame_summary, round_dir, write_json
+    from memtrace_opt.loop.artifacts import blame_summary
+    from memtrace_opt.rundir import round_dir, write_json
     from memtrace_opt.loop.blaming import RoundBlame
     from memtrace_opt.loop.checkpoint import LoopState, save_state
 

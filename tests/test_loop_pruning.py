@@ -6,7 +6,7 @@ import json
 
 from memtrace_opt.loop import LoopContext, LoopData, LoopPlan, run_loop
 from memtrace_opt.loop.pruning import prune, undos
-from memtrace_opt.prompt_parts import compose_prompt, split_prompt
+from memtrace_opt.graph.prompt_parts import compose_prompt, split_prompt
 from memtrace_opt.systems.base import QA_PROMPT
 from memtrace_opt.testing import ScriptedLM
 from tests.test_line_blame import ABSTAIN, SEED, AbstainingTaskLM

@@ -18,7 +18,7 @@ WRAPPER = """
 import sys
 sys.path.insert(0, {repo!r})
 from memtrace_opt.cli import main
-from memtrace_opt.lm.run_lms import Injected
+from memtrace_opt.run.lms import Injected
 from tests.test_loop_fixtures import ReflectionLM, TaskLM, accounted, conversations
 
 task = accounted(TaskLM(conversations()), "task")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from memtrace_opt.executors import LocalExecutor
+from memtrace_opt.systems.executor import LocalExecutor
 from memtrace_opt.loop import LoopContext, LoopData, LoopPlan, run_loop
 from memtrace_opt.optimizers.adapter import MemoryPromptAdapter
 from memtrace_opt.optimizers.backend import GraphJob

@@ -17,7 +17,7 @@ from memtrace_opt.optimizers.delta_proposer import DeltaProposer
 from memtrace_opt.optimizers.demos import (
     Demo, mine_bootstrap_demos, mine_repair_demos, mine_unattributed_demos, select_demos,
 )
-from memtrace_opt.prompt_parts import EXAMPLES_HEADER, RULES_HEADER, split_prompt
+from memtrace_opt.graph.prompt_parts import EXAMPLES_HEADER, RULES_HEADER, split_prompt
 from memtrace_opt.optimizers.rules import (
     extract_rule, generalize_names, generic_condition, is_restated, propose_rules, update_rules,
 )
@@ -277,7 +277,7 @@ def test_the_answer_op_puts_learned_rules_and_examples_after_the_memories():
     """The instruction + memories prefix stays the seed's (KV-cache reuse); a plain prompt is sent as it was.
     The example here is hand-written text, which stays inline; mined examples become chat turns
     (tests/test_qa_example_turns.py)."""
-    from memtrace_opt.prompt_parts import compose_prompt
+    from memtrace_opt.graph.prompt_parts import compose_prompt
 
     convs = conversations()
     qas = convs[0].qa[:1]

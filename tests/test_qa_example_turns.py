@@ -8,7 +8,7 @@ as user/assistant turns, DSPy's few-shot layout, the same examples raised valida
 from __future__ import annotations
 
 from memtrace_opt.optimizers.demos import Demo
-from memtrace_opt.prompt_parts import compose_prompt, parse_example
+from memtrace_opt.graph.prompt_parts import compose_prompt, parse_example
 from memtrace_opt.systems.base import QA_PROMPT
 from memtrace_opt.systems.long_context import LongContextSystem as LongContext
 from memtrace_opt.systems.qa import example_turns

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from memtrace_opt import run_dir as rd
+from memtrace_opt import rundir as rd
 from memtrace_opt.eval.results import QAResult, summarize
 from memtrace_opt.eval.metrics import bleu1, token_f1
 from memtrace_opt.graph import End, MemoryGraph, New, Next, Tracer
@@ -19,7 +19,8 @@ from memtrace_opt.graph.model import (
     ANSWER, EXTRACTION, JUDGE, JUDGEMENT, MEMORY_UNIT, MESSAGE, QA, QUERY, RETRIEVAL, RETRIEVED, UPDATE, Operation,
     PromptRef, SessionRecord, Variable,
 )
-from memtrace_opt.loop.artifacts import round_dir, write_json, write_prompts
+from memtrace_opt.loop.artifacts import write_prompts
+from memtrace_opt.rundir import round_dir, write_json
 from memtrace_opt.loop.checkpoint import LoopState, RoundRecord, save_state
 from memtrace_opt.systems.judge_op import judge_answer
 from memtrace_opt.graph.usage import graph_stats

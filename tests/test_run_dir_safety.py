@@ -8,11 +8,11 @@ import pytest
 
 from memtrace_opt.atomic import atomic_write_text
 from memtrace_opt.cli import main
-from memtrace_opt.lm.run_lms import Injected
+from memtrace_opt.run.lms import Injected
 from memtrace_opt.graph import MemoryGraph
 from memtrace_opt.graph.io_json import load_json, save_json
 from memtrace_opt.graph.model import Variable
-from memtrace_opt.run_lock import RunDirBusyError, run_lock
+from memtrace_opt.rundir.lock import RunDirBusyError, run_lock
 from tests.scripted_lm import HashEmbedder
 from tests.test_eval_cli import scripted, write_config
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from memtrace_opt import run_dir as rd
+from memtrace_opt import rundir as rd
 from memtrace_opt.cli import main
-from memtrace_opt.lm.run_lms import Injected
+from memtrace_opt.run.lms import Injected
 from memtrace_opt.config import load_config
 from memtrace_opt.data.locomo import load_locomo
 from memtrace_opt.errors import ConfigError, DatasetError

@@ -22,7 +22,7 @@ from memtrace_opt.loop.blaming import RoundBlame
 from memtrace_opt.loop.checkpoint import load_state
 from memtrace_opt.loop.compare import compare_runs
 from memtrace_opt.report.collect import collect_run
-from memtrace_opt.schemas import (
+from memtrace_opt.rundir.schemas import (
     BLAME, FINAL, convert, read_blame, read_checkpoint, read_final, read_round_optimizer, read_round_scores, stamp,
 )
 
@@ -181,7 +181,7 @@ def test_a_newer_checkpoint_stops_the_loop_with_its_config_error(tmp_path: Path)
 
 # -- writers round-trip through their readers ----------------------------------------------------------------
 def test_round_blame_round_trips(tmp_path: Path) -> None:
-    from memtrace_opt.run_dir import write_json
+    from memtrace_opt.rundir import write_json
 
     signals = {"q1": signal("c/q1", "ResponseError", QA), "q2": signal("c/q2", "RetrievalError", None)}
     written = RoundBlame(signals, aggregate(list(signals.values())), [QA], 2, ["q3"], verification_failed=1).to_dict()
@@ -210,8 +210,8 @@ def test_the_loops_files_round_trip(tmp_path: Path) -> None:
 
 
 def test_attribute_writes_a_stamped_blame_file_that_round_trips(tmp_path: Path) -> None:
-    from memtrace_opt import run_dir as rd
-    from memtrace_opt.commands.attribute import attribute_run
+    from memtrace_opt import rundir as rd
+    from memtrace_opt.run import attribute
     from memtrace_opt.systems.runner import run_conversation
     from memtrace_opt.testing import HashEmbedder, ScriptedLM, judge_lm, make_conversation
 
@@ -220,6 +220,6 @@ def test_attribute_writes_a_stamped_blame_file_that_round_trips(tmp_path: Path) 
     result = run_conversation("long_context", conv, lms={"task": ScriptedLM([], default="Not mentioned"),
                                                          "judge": judge_lm()})
     rd.write_graph(tmp_path, conv.id, result.graph)
-    payload = attribute_run(tmp_path, counterfactual=False, embed=HashEmbedder().embed)
+    payload = rd.blame_payload(attribute(tmp_path, counterfactual=False, embed=HashEmbedder().embed))
     assert payload["format"] == "memtrace-blame/2" and len(payload["signals"]) == 1
     assert read_blame(tmp_path / "blame.json") == json.loads(json.dumps(payload)) == raw("blame.json", tmp_path)

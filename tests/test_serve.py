@@ -135,7 +135,7 @@ def test_eval_and_an_optimize_round_through_the_server_match_the_in_process_mode
                                                                                  fresh_server):
     """The same config through `provider: openai_compatible` (the served model) and `provider: embedded`:
     the same answers, judgements, proposals and final prompts at temperature 0."""
-    from memtrace_opt.api import evaluate, optimize
+    from memtrace_opt import evaluate, optimize
     from memtrace_opt.lm.embedded_model import embedded_model_id
 
     base, key, _ = fresh_server
@@ -148,7 +148,7 @@ def test_eval_and_an_optimize_round_through_the_server_match_the_in_process_mode
         config = tmp_path / f"{name}.yaml"
         config.write_text(E2E_CONFIG.format(out=tmp_path / name, model=model))
         evaluated = evaluate(config)
-        state = optimize(config, out=tmp_path / name / "opt")
+        state = optimize(config, out=tmp_path / name / "opt", attribute_heldout=False).state
         runs[name] = (evaluated, state, tmp_path / name / "opt")
     (eval_a, state_a, dir_a), (eval_b, state_b, dir_b) = runs["embedded"], runs["served"]
     answers = [(r.qa_id, r.prediction, r.judge_score) for r in eval_a.results]

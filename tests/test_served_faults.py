@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from memtrace_opt import run_dir as rd
+from memtrace_opt import rundir as rd
 from memtrace_opt.cli import main
 from tests.test_executor_ray import KEY_VAR, Stub, StubHandler
 

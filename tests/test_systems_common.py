@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from memtrace_opt import run_dir as rd
+from memtrace_opt import rundir as rd
 from memtrace_opt.errors import ConfigError, GraphError
 from memtrace_opt.graph.model import GOLD, JUDGE, JUDGEMENT
 from memtrace_opt.systems.index import BM25Index, EmbeddingIndex, hybrid_rank, rrf_fuse

@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-from memtrace_opt.prompt_parts import PromptParts, split_prompt
+from memtrace_opt.graph.prompt_parts import PromptParts, split_prompt
 
 
 def redacted_prompt(text: str) -> str:

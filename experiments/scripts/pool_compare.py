@@ -18,7 +18,7 @@ from pathlib import Path
 from memtrace_opt.errors import MemtraceError
 from memtrace_opt.eval.metrics import paired_bootstrap
 from memtrace_opt.loop.compare import load_final
-from memtrace_opt.schemas import read_final
+from memtrace_opt.rundir.schemas import read_final
 
 
 def _final(arg: str) -> dict:

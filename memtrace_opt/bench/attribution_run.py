@@ -17,15 +17,16 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from memtrace_opt import run_dir as rd
-from memtrace_opt.attribution.counterfactual import CounterfactualAttributor
+from memtrace_opt import rundir as rd
 from memtrace_opt.attribution.evidence import default_embed
+from memtrace_opt.attribution.methods import make_attribution_method, pick_embed
 from memtrace_opt.bench.attribution import bench_payload, evidence_recall, export_bench, run_methods
 from memtrace_opt.bench.cases import CaseBuilder
 from memtrace_opt.bench.choices import ALL_METHODS
 from memtrace_opt.bench.inject_hard import HARD_KINDS
-from memtrace_opt.blame_run import build_lms, load_conversations, make_method, pick_embed
 from memtrace_opt.config import load_config
+from memtrace_opt.run.assemble import load_conversations
+from memtrace_opt.run.attributing import build_lms
 from memtrace_opt.systems.runner import make_rerun, run_conversation
 
 __all__ = ["bench_methods", "run_attribution_bench"]
@@ -33,23 +34,11 @@ __all__ = ["bench_methods", "run_attribution_bench"]
 
 def bench_methods(names: list[str], lms: dict[str, Any], evidence: str, embed: Any,
                   max_replay_calls: int | None = None) -> dict[str, Any]:
-    """The benchmark's methods by name: ``tracing+cf`` (tracing verified by counterfactual replay, re-bound to
-    each case's rerun), ``tracing+llm`` (tracing with the LLM content judge), else :func:`make_method`'s.
-
-    One of the project's three attribution-method factories (with ``blame_run.make_method`` and
-    ``loop.blaming.make_attributor``), kept as it was until the single factory replaces all three.
-    """
-    out: dict[str, Any] = {}
-    for name in names:
-        if name == "tracing+cf":
-            tracing = make_method("tracing", lms, evidence=evidence, embed=embed)
-            out[name] = CounterfactualAttributor(tracing, rerun=lambda tracer: None, lms=lms,
-                                                 max_replay_calls=max_replay_calls)
-        elif name == "tracing+llm":
-            out[name] = make_method("tracing", lms, evidence=evidence, embed=embed, llm_content=True)
-        else:
-            out[name] = make_method(name, lms, evidence=evidence, embed=embed)
-    return out
+    """The benchmark's methods by name, each from :func:`~memtrace_opt.attribution.methods.make_attribution_method`
+    (``tracing+cf`` is tracing verified by counterfactual replay, re-bound to each case's rerun; ``tracing+llm``
+    is tracing with the LLM content judge)."""
+    return {name: make_attribution_method(name, lms, evidence=evidence, embed=embed, max_replay_calls=max_replay_calls)
+            for name in names}
 
 
 def _settings(cfg: Any, system: str) -> dict[str, Any]:

@@ -1,31 +1,28 @@
 """``memtrace-opt attribute RUN_DIR``: blame every failed question of a run on its earliest decisive faulty op.
 
-The work is :func:`memtrace_opt.blame_run.attribute_run` (library code, shared with ``optimize``'s
-held-out attribution and the Python API); this module is the command: options, table, summary.
+The work is :func:`memtrace_opt.run.attribute` (shared with ``optimize``'s held-out attribution and
+the Python API); this module is the command: options, table, summary.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
-from memtrace_opt.attribution.aggregate import unoptimizable_line
-from memtrace_opt.blame_run import METHODS, attribute_run, blame_counts
-from memtrace_opt.errors import ConfigError
+from memtrace_opt.attribution.methods import ATTRIBUTE_METHODS
 
 __all__ = ["register", "summary_table"]
 
 
-def summary_table(payload: Mapping[str, Any]) -> Any:
-    """Blame per prompt component and error type, as a rich table."""
+def summary_table(report: Any) -> Any:
+    """A :class:`~memtrace_opt.rundir.BlameReport`'s blame per prompt component and error type, as a rich table."""
     from rich.table import Table
 
-    agg = payload["aggregate"]
-    table = Table(title=f"blame ({payload['method']}{', counterfactual' if payload['counterfactual'] else ''}): "
+    agg = report.aggregate
+    table = Table(title=f"blame ({report.method}{', counterfactual' if report.counterfactual else ''}): "
                         f"{agg['total']} failed questions")
     for col in ("prompt component", "failures", "error types"):
         table.add_column(col, justify="right" if col == "failures" else "left")
@@ -36,10 +33,10 @@ def summary_table(payload: Mapping[str, Any]) -> Any:
         table.add_row(name, f"{group['count']}{chained}", types or "-")
     if agg["unattributed"]["count"]:
         table.add_row("(not attributed)", str(agg["unattributed"]["count"]), "-")
-    rescued = [s["counterfactual_rescued"] for s in payload["signals"] if s["counterfactual_rescued"] is not None]
+    rescued = [s.counterfactual_rescued for s in report.signals if s.counterfactual_rescued is not None]
     if rescued:
         table.caption = f"counterfactual fix rescued {sum(rescued)}/{len(rescued)} verified blames"
-    compound = sum(bool(s.get("chain")) for s in payload["signals"])
+    compound = sum(bool(s.chain) for s in report.signals)
     if compound:
         table.caption = (f"{table.caption}; " if table.caption else "") + (
             f"{compound} compound failure(s): still wrong once the blamed op is fixed (+N compound: the "
@@ -54,7 +51,7 @@ def register(app: typer.Typer) -> None:
     def attribute_command(
         ctx: typer.Context,
         run_dir: Annotated[str, typer.Argument(help="Run directory written by `memtrace-opt eval`.")],
-        method: Annotated[str, typer.Option("--method", help=f"One of: {', '.join(METHODS)}.")] = "tracing",
+        method: Annotated[str, typer.Option("--method", help=f"One of: {', '.join(ATTRIBUTE_METHODS)}.")] = "tracing",
         counterfactual: Annotated[Optional[bool], typer.Option(
             "--counterfactual/--no-counterfactual",
             help="Verify tracing's blame by replay (needs the LMs). Default: the run config's "
@@ -67,22 +64,23 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
     ) -> None:
         """Attribute each failed question to its earliest decisive faulty operation; writes RUN_DIR/blame.json."""
-        from memtrace_opt.commands.console import Reporter
+        from memtrace_opt.attribution.aggregate import unoptimizable_line
+        from memtrace_opt.commands.console import Reporter, injected_lms
+        from memtrace_opt.rundir import blame_payload
+        from memtrace_opt.run import attribute
 
-        if evidence is not None and evidence not in ("annotated", "pseudo", "auto"):
-            raise ConfigError("--evidence", None, f"expected annotated, pseudo or auto, got {evidence!r}")
         report = Reporter(quiet=quiet, as_json=as_json)
-        payload = attribute_run(run_dir, method=method, counterfactual=counterfactual, evidence=evidence,
-                                llm_content=llm_content, progress=report.progress, injected=ctx.obj)
-        report.result(payload, summary_table(payload))
-        beyond_prompts = unoptimizable_line(payload["aggregate"])
+        blame = attribute(run_dir, method=method, counterfactual=counterfactual, evidence=evidence,
+                          llm_content=llm_content, progress=report.progress, **injected_lms(ctx.obj))
+        report.result(blame_payload(blame), summary_table(blame))
+        beyond_prompts = unoptimizable_line(blame.aggregate)
         if beyond_prompts:
             report.note(beyond_prompts)
-        for note in payload["notes"]:
+        for note in blame.notes:
             report.note(f"note: {note}")
-        report.summary(f"attributed {len(payload['signals'])} failed question(s): {blame_counts(payload)} · "
+        report.summary(f"attributed {len(blame.signals)} failed question(s): {blame.counts_line()} · "
                        f"wrote {Path(run_dir) / 'blame.json'}")
-        if payload["verification_failed"]:
-            print(f"memtrace-opt: {payload['verification_failed']} counterfactual verification(s) failed "
+        if blame.verification_failed:
+            print(f"memtrace-opt: {blame.verification_failed} counterfactual verification(s) failed "
                   "(listed above; their blame is tracing's, unverified)", file=sys.stderr)
             raise typer.Exit(1)

@@ -25,11 +25,11 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     ) -> None:
         """Compare optimize runs: held-out gain over no optimization, with paired CIs and costs."""
-        from memtrace_opt.loop.compare import compare_runs, render_table
-
-        rows = compare_runs(run_dirs)
         from memtrace_opt.commands.console import Reporter
+        from memtrace_opt.loop.compare import render_table
+        from memtrace_opt.run import compare
 
+        rows = compare(run_dirs)
         report = Reporter(as_json=as_json)
         report.result({"rows": [r.to_dict() for r in rows]}, render_table(rows))
         for r in rows:

@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-__all__ = ["Reporter", "stamped", "table_console"]
+__all__ = ["Reporter", "injected_lms", "stamped", "table_console"]
 
 PIPED_WIDTH = 200
 
@@ -73,6 +73,12 @@ class Reporter:
     def summary(self, line: str) -> None:
         """The one-line summary a long command ends with."""
         self.note(line)
+
+
+def injected_lms(injected: Any) -> dict[str, Any]:
+    """The LM clients handed to ``cli.main(injected=...)`` (the click context object) as the ``lms=`` and
+    ``resources=`` keywords of a :mod:`memtrace_opt.run` function; ``{}`` (the configured models) without."""
+    return {} if injected is None else {"lms": injected.lms, "resources": injected.resources}
 
 
 def stamped(message: str) -> None:

@@ -2,7 +2,7 @@
 
 Sizes an experiment from per-unit costs measured on this machine by ``bench-lm --json`` (LM seconds
 per ingested turn and per question) and the work the config implies, per method and per part
-(seed ingestion, rollouts, re-ingestion, reflection, held-out); see :mod:`memtrace_opt.estimate`.
+(seed ingestion, rollouts, re-ingestion, reflection, held-out); see :mod:`memtrace_opt.campaign.estimate`.
 ``--json`` prints the estimate as one object.
 """
 
@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Estimate a run's LM time per method and part from measured per-turn and per-question costs."""
         from memtrace_opt.commands.console import Reporter
-        from memtrace_opt.estimate import estimate_config
+        from memtrace_opt.campaign.estimate import estimate_config
 
         result = estimate_config(config, costs, methods=tuple(method or ()), row=row, reflection_s=reflection_s,
                               scoped_ratio=scoped_ratio, dataset_path=dataset_path)

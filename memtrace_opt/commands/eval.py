@@ -1,10 +1,10 @@
 """``memtrace-opt eval CONFIG``: run a memory system on a dataset slice, traced, and score it.
 
-Writes the run directory (see :mod:`memtrace_opt.run_dir`) conversation by conversation, so an
+Writes the run directory (see :mod:`memtrace_opt.rundir`) conversation by conversation, so an
 interrupted run resumes where it stopped (``--resume``, the default), and prints a short table:
 accuracy with its 95% CI, F1, BLEU-1, per category, LM calls, tokens, wall time, failed ops.
 
-The work is :func:`memtrace_opt.eval_run.run_eval`; tests hand the command scripted LMs through
+The work is :func:`memtrace_opt.run.evaluate`; tests hand the command scripted LMs through
 ``memtrace_opt.cli.main(argv, injected=...)``.
 """
 
@@ -14,8 +14,6 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Optional
 
 import typer
-
-from memtrace_opt.eval_run import run_eval
 
 __all__ = ["register", "summary_table"]
 
@@ -65,11 +63,12 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print summary.json instead of a table.")] = False,
     ) -> None:
         """Evaluate the config's memory system on its dataset slice; writes graphs, results and a summary."""
-        from memtrace_opt.commands.console import Reporter
+        from memtrace_opt.commands.console import Reporter, injected_lms
+        from memtrace_opt.run import evaluate
 
         report = Reporter(quiet=quiet, as_json=as_json)
-        result = run_eval(config, resume=resume, out=out, dataset_path=dataset_path, progress=not quiet, force=force,
-                          injected=ctx.obj)
+        result = evaluate(config, resume=resume, out=out, dataset_path=dataset_path, progress=not quiet, force=force,
+                          **injected_lms(ctx.obj))
         report.result({**dict(result.summary), "run_dir": str(result.run_dir)}, summary_table(result.summary))
         if result.resumed:
             report.note(f"resumed: {', '.join(result.resumed)} (already finished)")

@@ -1,25 +1,20 @@
 """``memtrace-opt optimize CONFIG``: the closed loop — attribute failures, optimize the blamed prompts.
 
-Builds everything the loop needs from the run config (dataset slice and split, LM roles with the
-disk cache in the run dir, the system backend, the attributor) and runs
-:func:`memtrace_opt.loop.run_loop`. ``--method`` runs a baseline instead of the config's method;
-``--resume`` continues a killed run from its checkpoint; ``--tuning-from`` reuses another run's
-tuned settings so every method is compared with the same ones. Prints the rounds and the held-out
-comparison of seed vs optimized prompts.
-
-Tests run it without a model through :func:`injected` (LM clients by role, optional resources).
+The work is :func:`memtrace_opt.run.optimize` (the same steps as the Python API: the loop, then the
+held-out attribution); this module parses the options and prints the rounds, the held-out comparison
+of seed vs optimized prompts, the spend and the held-out blame. ``--method`` runs a baseline instead of
+the config's method; ``--resume`` continues a killed run from its checkpoint; ``--tuning-from`` reuses
+another run's tuned settings so every method is compared with the same ones.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
-from memtrace_opt.optimize_run import run_optimize
+__all__ = ["kept_nothing_line", "register", "rounds_table"]
 
-__all__ = ["register", "rounds_table"]
 
 def rounds_table(state: Any) -> Any:
     """The rounds as a rich table (details per round are in RUN_DIR/rounds/round_<k>/)."""
@@ -75,39 +70,36 @@ def register(app: typer.Typer) -> None:
                                                              "instead of the tables.")] = False,
     ) -> None:
         """Attribute failures, optimize the blamed prompts, compare seed vs optimized on held-out questions."""
-        from memtrace_opt.commands.console import Reporter
+        from memtrace_opt.attribution.aggregate import unoptimizable_line
+        from memtrace_opt.commands.console import Reporter, injected_lms
+        from memtrace_opt.loop.audit import audit_lines
         from memtrace_opt.loop.budget import spend_line
+        from memtrace_opt.run import optimize
 
         report = Reporter(quiet=quiet, as_json=as_json)
-        state, run_dir = run_optimize(config, method=method, resume=resume, out=out, tuning_from=tuning_from,
-                                      dataset_path=dataset_path, cache_dir=cache_dir, force=force,
-                                      progress=report.progress, injected=ctx.obj, prompts_from=prompts_from)
-        final = state.final or {}
+        done = optimize(config, method=method, resume=resume, out=out, tuning_from=tuning_from, force=force,
+                        dataset_path=dataset_path, cache_dir=cache_dir, prompts_from=prompts_from,
+                        attribute_heldout=attribute, progress=report.progress, **injected_lms(ctx.obj))
+        state, run_dir, final = done.state, done.run_dir, done.state.final or {}
         report.result({**final, "stop_reason": state.stop_reason, "spend": state.spend, "run_dir": str(run_dir)},
                       rounds_table(state))
-        if final.get("n"):
-            report.note(_effect_line(run_dir))
+        if done.effect is not None:
+            report.note(f"effect: {done.effect.text()}")
         if final.get("n") and state.rounds and not final.get("changed_components"):
             report.note(kept_nothing_line(state))
         if final.get("audit"):
-            from memtrace_opt.loop.audit import audit_lines
-
             report.note("\n".join(audit_lines(final["audit"], final.get("seed_accuracy", 0.0))))
         report.note(spend_line({**final, "spend": state.spend}))
-        if attribute:
-            _attribute_heldout(run_dir, report, ctx.obj)
+        if done.heldout_blame is not None:
+            report.note(f"held-out failures attributed: {done.heldout_blame.counts_line()} (blame.json)")
+            beyond_prompts = unoptimizable_line(done.heldout_blame.aggregate)
+            if beyond_prompts:
+                report.note(beyond_prompts)
         report.summary(
             f"held-out ({final.get('n', 0)} questions): no optimization {100 * final.get('seed_accuracy', 0):.1f}% → "
             f"optimized {100 * final.get('best_accuracy', 0):.1f}% · changed: "
             f"{', '.join(final.get('changed_components') or []) or 'nothing'} · stop: {state.stop_reason} · "
             f"run dir: {run_dir}")
-
-
-def _effect_line(run_dir: Path) -> str:
-    """The held-out effect of the optimized prompts: paired gain with its 95% CI and p, questions fixed and broken."""
-    from memtrace_opt.loop.compare import heldout_effect, load_final
-
-    return f"effect: {heldout_effect(load_final(run_dir)).text()}"
 
 
 def kept_nothing_line(state: Any) -> str:
@@ -123,16 +115,3 @@ def kept_nothing_line(state: Any) -> str:
     return (f"kept nothing: {tried}{len(state.rounds)} round(s); the best round scored {100 * best:.1f}% on "
             f"validation, the seed {100 * (state.baseline_val or 0):.1f}% (a round is kept only when it beats the "
             f"best so far there)")
-
-
-def _attribute_heldout(run_dir: Path, report: Any, injected: Any) -> None:
-    """Blame every held-out failure of the final prompts, so the run's report says why each one failed."""
-    from memtrace_opt.attribution.aggregate import unoptimizable_line
-    from memtrace_opt.blame_run import attribute_run, blame_counts
-
-    # counterfactual and evidence as the run config's attribution section says
-    payload = attribute_run(run_dir, progress=report.progress, injected=injected)
-    report.note(f"held-out failures attributed: {blame_counts(payload)} (blame.json)")
-    beyond_prompts = unoptimizable_line(payload["aggregate"])
-    if beyond_prompts:
-        report.note(beyond_prompts)

@@ -1,4 +1,4 @@
-"""Datasets: one data model for LoCoMo, LongMemEval and the bundled mini set.
+"""Datasets: one data model for LoCoMo, LongMemEval and the bundled mini set — where every run starts.
 
 ``load_dataset`` is the single entry point the CLI and run configs use; the per-benchmark loaders
 stay importable for callers that need their extra options (``cache_dir`` for downloads).

@@ -2,25 +2,21 @@
 
 One flat record per question keeps runs comparable question by question (``paired_bootstrap``
 needs the ids) and lets a report be re-rendered from the saved JSON without re-running anything.
+A run directory's ``results.json`` is written and read by :mod:`memtrace_opt.rundir`.
 """
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 from typing import Any
 
 from memtrace_opt.data.model import QA
 from memtrace_opt.eval.judge import Judge
 from memtrace_opt.eval.metrics import bleu1, bootstrap_ci, token_f1
-from memtrace_opt.errors import DatasetError
 
-__all__ = ["RESULTS_FORMAT", "QAResult", "load_results", "save_results", "score_qa", "summarize"]
-
-RESULTS_FORMAT = "memtrace-results/1"
+__all__ = ["QAResult", "score_qa", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -106,29 +102,3 @@ def _block(rs: Sequence[QAResult], n_boot: int, seed: int) -> dict[str, Any]:
         "f1": sum(r.f1 for r in rs) / n if n else 0.0,
         "bleu1": sum(r.bleu1 for r in rs) / n if n else 0.0,
     }
-
-
-def save_results(results: Iterable[QAResult], path: str | Path) -> None:
-    """Write results as JSON (``{"format", "results": [...]}``), UTF-8, stable key order."""
-    payload = {"format": RESULTS_FORMAT, "results": [r.to_dict() for r in results]}
-    Path(path).write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
-def load_results(path: str | Path) -> list[QAResult]:
-    """Read results written by :func:`save_results`; a malformed file raises DatasetError naming the record."""
-    source = str(path)
-    try:
-        payload = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DatasetError(source, None, "results file not found") from None
-    except json.JSONDecodeError as err:
-        raise DatasetError(source, None, f"not valid JSON: {err.msg} at line {err.lineno}") from None
-    if not isinstance(payload, dict) or payload.get("format") != RESULTS_FORMAT:
-        raise DatasetError(source, "top level", f"not a results file (expected format {RESULTS_FORMAT!r})")
-    out = []
-    for i, record in enumerate(payload.get("results", [])):
-        try:
-            out.append(QAResult.from_dict(record))
-        except (TypeError, ValueError) as err:
-            raise DatasetError(source, f"results[{i}]", str(err)) from None
-    return out

@@ -1,4 +1,9 @@
-"""The executable memory evolution graph: model, tracer, registered ops, replay, queries and storage."""
+"""The executable memory evolution graph: model, tracer, registered ops, replay, queries and storage.
+
+The first step of a run: a memory system's ops, run through the :class:`Tracer`, record every message,
+fact, memory version, retrieval and answer as a variable and every step as an operation with its
+prompt and LM calls. Attribution walks the graph; the loop replays it with changed prompts.
+"""
 
 from memtrace_opt.graph.io_json import load_json, save_json
 from memtrace_opt.graph.io_sqlite import list_graphs, load_graph, save_graph

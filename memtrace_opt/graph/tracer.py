@@ -26,7 +26,7 @@ from memtrace_opt.errors import GraphError
 from memtrace_opt.graph.model import LMCall, MemoryGraph, Operation, PromptRef, SessionRecord, Variable
 from memtrace_opt.graph.ops import OpContext, OpFailure, OpSpec, get_spec, prompt_sha
 from memtrace_opt.lm.base import LMClient
-from memtrace_opt.prompt_parts import seen_prompts
+from memtrace_opt.graph.prompt_parts import seen_prompts
 
 
 @dataclass(frozen=True, slots=True)

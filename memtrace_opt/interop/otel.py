@@ -46,14 +46,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from memtrace_opt import run_dir as rd
+from memtrace_opt import rundir as rd
 from memtrace_opt.atomic import atomic_write_text
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.graph.io_json import load_json
 from memtrace_opt.graph.model import (
     DELETION, EMBEDDING, JUDGE, MEMORY_UNIT, QUERY, RETRIEVAL, UPDATE, LMCall, MemoryGraph, Operation, Variable,
 )
-from memtrace_opt.schemas import read_blame
+from memtrace_opt.rundir.schemas import read_blame
 
 __all__ = ["MEMORY_OPERATIONS", "SCOPE", "SEMCONV", "export_graphs", "export_run", "lm_identity", "operation_name"]
 

@@ -13,16 +13,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memtrace_opt import run_dir as rd
+from memtrace_opt import rundir as rd
 from memtrace_opt.attribution.failures import build_case
 from memtrace_opt.attribution.text import value_text
-from memtrace_opt.blame_run import load_conversations
 from memtrace_opt.errors import GraphError, MemtraceError
 from memtrace_opt.graph.model import MemoryGraph, Operation
 from memtrace_opt.graph.outcome import MissingOutcomeError
 from memtrace_opt.graph.queries import question_slice, short_value
 from memtrace_opt.interop.run_graphs import RunGraphs
-from memtrace_opt.schemas import read_blame
+from memtrace_opt.run.assemble import load_conversations
+from memtrace_opt.rundir.schemas import read_blame
 
 __all__ = ["question_ids", "render_questions", "render_slice", "show"]
 

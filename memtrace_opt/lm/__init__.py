@@ -2,6 +2,9 @@
 wrappers every call goes through (disk cache, usage accounting, call observers), plus the DSPy
 bridge and sentence embeddings.
 
+Every layer above calls a model only through :class:`LMClient`; :mod:`memtrace_opt.run.lms` builds the
+clients a run uses from its config (or takes injected ones).
+
 Typical use::
 
     from memtrace_opt.lm import ModelConfig, UsageLedger, build_lm, as_dspy_lm, observe_calls

@@ -1,5 +1,8 @@
 """The closed loop: attribution-guided prompt optimization, its baselines, and their comparison.
 
+The optimize step of a run: round after round it blames the training failures (:mod:`.blaming`), lets
+an optimizer edit only the blamed prompts (``optimizers/``) and keeps a round only when validation
+improves; :func:`memtrace_opt.run.optimize` builds its :class:`LoopContext` from a config.
 ``run_loop(LoopContext(...))`` runs one method end to end with checkpoints (see :mod:`.driver`);
 :mod:`.compare` turns finished run dirs into the method × system table. Importing this package
 loads no model.

@@ -1,20 +1,8 @@
-"""Files a loop run leaves for people and for ``compare``/``report`` to read.
+"""The loop's text artifacts: prompt files, their diffs against the seed, and the round's grouped blame.
 
-Layout under RUN_DIR::
-
-    checkpoint.json                  loop state (see checkpoint.py)
-    tuning.json, tuning.sqlite       tuned settings and the Optuna study (when tuning ran)
-    rounds/round_<k>/prompts/*.txt   the candidate after round k
-    rounds/round_<k>/blame.json      blame signals of the round's failures, grouped by component
-    rounds/round_<k>/scores.json     per-question training and validation scores
-    rounds/round_<k>/optimizer.json  what GEPA/MIPROv2 did (proposals, metric calls)
-    rounds/round_<k>/gepa/           GEPA's log (no pickled state: a killed round reruns from its start,
-                                     its LM calls answered by the disk cache)
-    prompts/<component>.txt          the final (best) prompts
-    prompts/<component>.diff         unified diff of each changed prompt against the seed
-    final.json                       held-out result: per-question scores, seed vs best, spend
-
-Every JSON file here names its schema (``"format"``); :mod:`memtrace_opt.schemas` stamps and reads them.
+Where they go is :mod:`memtrace_opt.rundir`'s layout (``prompts/<component>.txt`` and ``.diff``,
+``rounds/round_<k>/prompts/``); the diff counting here is shared by the report's prompt diffs and
+``compare``'s ``changed_prompts``, so both count the same lines.
 """
 
 from __future__ import annotations
@@ -23,28 +11,11 @@ import difflib
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from memtrace_opt.attribution.aggregate import aggregate
 from memtrace_opt.attribution.blame import BlameSignal
-from memtrace_opt.run_dir import read_json, write_json  # the one JSON pair of a run dir (atomic; errors name the file)
+from memtrace_opt.rundir import write_text
 
-__all__ = ["FINAL_FILE", "blame_summary", "diff_rows", "diff_stats", "prompt_diff", "read_json", "round_blame_files",
-           "round_dir", "write_json", "write_prompts"]
-
-FINAL_FILE = "final.json"
-
-
-def round_dir(run_dir: Path, index: int) -> Path:
-    return run_dir / "rounds" / f"round_{index}"
-
-
-def round_blame_files(run_dir: Path) -> list[tuple[int, Path]]:
-    """``(k, rounds/round_<k>/blame.json)`` of every round that wrote one, in round order (the report and
-    ``compare`` read the same files)."""
-    found = []
-    for path in (run_dir / "rounds").glob("round_*/blame.json"):
-        suffix = path.parent.name.removeprefix("round_")
-        if suffix.isdigit():
-            found.append((int(suffix), path))
-    return sorted(found)
+__all__ = ["blame_summary", "diff_rows", "diff_stats", "prompt_diff", "write_prompts"]
 
 
 def prompt_diff(component: str, seed: str, new: str) -> str:
@@ -102,16 +73,14 @@ def write_prompts(directory: Path, prompts: Mapping[str, str], seed: Mapping[str
     directory.mkdir(parents=True, exist_ok=True)
     changed = []
     for name, text in prompts.items():
-        (directory / f"{name}.txt").write_text(text, encoding="utf-8")
+        write_text(directory / f"{name}.txt", text)
         if seed is not None and seed.get(name) != text:
             changed.append(name)
-            (directory / f"{name}.diff").write_text(prompt_diff(name, seed.get(name, ""), text), encoding="utf-8")
+            write_text(directory / f"{name}.diff", prompt_diff(name, seed.get(name, ""), text))
     return changed
 
 
 def blame_summary(signals: Sequence[BlameSignal], targets: Sequence[str] | None = None) -> dict[str, Any]:
     """Blame grouped by prompt component (:func:`memtrace_opt.attribution.aggregate.aggregate`'s shape);
     with ``targets`` (the unattributed ablation) every signal counts for every target component."""
-    from memtrace_opt.attribution.aggregate import aggregate
-
     return aggregate(signals, spread_over=targets)

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from memtrace_opt.eval.metrics import paired_bootstrap
 from memtrace_opt.optimizers.adapter import MemoryPromptAdapter
 from memtrace_opt.optimizers.cases import QACase
-from memtrace_opt.prompt_parts import split_prompt
+from memtrace_opt.graph.prompt_parts import split_prompt
 
 __all__ = ["audit_lines", "audit_rejected", "audit_summary", "describe_delta", "rejected_candidates"]
 

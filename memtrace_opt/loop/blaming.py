@@ -20,14 +20,17 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from memtrace_opt.attribution.blame import BlameSignal
+from memtrace_opt.attribution.methods import make_attribution_method
 from memtrace_opt.data.model import QA, Conversation
+from memtrace_opt.errors import ConfigError
 from memtrace_opt.graph import MemoryGraph
 from memtrace_opt.loop.artifacts import blame_summary
 from memtrace_opt.optimizers.adapter import Attributor
 from memtrace_opt.optimizers.cases import CaseTrace
 from memtrace_opt.optimizers.feedback import unattributed_signal
 from memtrace_opt.optimizers.miprov2 import MIPRO_COMPONENTS
-from memtrace_opt.schemas import BLAME, stamp
+from memtrace_opt.rundir import BlameFile
+from memtrace_opt.rundir.schemas import BLAME, stamp
 
 __all__ = ["GraphAttributor", "RoundBlame", "make_attributor", "round_blame"]
 
@@ -46,7 +49,7 @@ class RoundBlame:
     unattributed_cases: list[str] = field(default_factory=list)
     verification_failed: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> BlameFile:
         """The round's ``blame.json``: a run's blame shape (``memtrace-blame/2``) plus the round's fields."""
         return stamp(BLAME, {"failures": self.failures, "components": self.components,
                              "not_attributed": self.unattributed_cases, "verification_failed": self.verification_failed,
@@ -141,15 +144,12 @@ def make_attributor(cfg: Any | None = None, *, lms: Mapping[str, Any] | None = N
     ``attribution.counterfactual`` (and ``lms`` to replay with) every blame is verified by replay;
     without LMs it cannot be, and asking for it is a config error rather than a silent skip.
     """
-    from memtrace_opt.attribution.tracing import TracingAttributor
-    from memtrace_opt.errors import ConfigError
-
     method = getattr(cfg, "method", "tracing")
     if method != "tracing":
         raise ConfigError("config", "attribution.method",
                           f"the optimization loop attributes with 'tracing' only, not {method!r}")
     evidence = getattr(cfg, "evidence", "annotated")
-    tracing = TracingAttributor(evidence=evidence, max_frontier=getattr(cfg, "max_frontier", 16))
+    tracing = make_attribution_method("tracing", evidence=evidence, max_frontier=getattr(cfg, "max_frontier", 16))
     if not getattr(cfg, "counterfactual", False):
         return GraphAttributor(tracing)
     if not lms:

@@ -8,20 +8,16 @@ unfinished round is redone on resume; the LM disk cache makes that cheap.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from memtrace_opt.atomic import atomic_write_text
 from memtrace_opt.errors import ConfigError, DatasetError
 from memtrace_opt.loop.budget import Spend
-from memtrace_opt.schemas import CHECKPOINT, read_checkpoint, stamp
+from memtrace_opt.rundir import CHECKPOINT_FILE, CheckpointFile, write_json
+from memtrace_opt.rundir.schemas import CHECKPOINT, read_checkpoint, stamp
 
-__all__ = ["CHECKPOINT_FILE", "CHECKPOINT_FORMAT", "LoopState", "RoundRecord", "load_state", "save_state"]
-
-CHECKPOINT_FILE = "checkpoint.json"
-CHECKPOINT_FORMAT = CHECKPOINT.id  # checkpoint.json's schema (memtrace_opt.schemas)
+__all__ = ["LoopState", "RoundRecord", "load_state", "save_state"]
 
 
 @dataclass
@@ -72,19 +68,19 @@ class LoopState:
     def spent(self) -> Spend:
         return Spend.from_dict(self.spend)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> CheckpointFile:
         return stamp(CHECKPOINT, asdict(self))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LoopState:
-        data = {k: v for k, v in data.items() if k != "format"}
-        data["rounds"] = [RoundRecord(**r) for r in data.get("rounds", [])]
-        return cls(**data)
+    def from_dict(cls, data: Mapping[str, Any]) -> LoopState:
+        fields = {k: v for k, v in data.items() if k != "format"}
+        fields["rounds"] = [RoundRecord(**r) for r in fields.get("rounds", [])]
+        return cls(**fields)
 
 
 def save_state(run_dir: Path, state: LoopState) -> Path:
     """Write the checkpoint atomically (a kill mid-write leaves the previous one intact)."""
-    return atomic_write_text(run_dir / CHECKPOINT_FILE, json.dumps(state.to_dict(), indent=2, ensure_ascii=False))
+    return write_json(run_dir / CHECKPOINT_FILE, state.to_dict())
 
 
 def load_state(run_dir: Path) -> LoopState | None:

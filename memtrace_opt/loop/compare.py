@@ -23,9 +23,8 @@ from typing import Any, Mapping, Sequence
 
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.eval.metrics import paired_bootstrap
-from memtrace_opt.loop.artifacts import FINAL_FILE
 from memtrace_opt.loop.routing import RunRouting, read_routing
-from memtrace_opt.schemas import read_final
+from memtrace_opt.rundir import FINAL_FILE, FinalReport, read_final
 
 __all__ = ["CompareRow", "compare_finals", "compare_runs", "load_final", "render_table"]
 
@@ -75,7 +74,7 @@ class CompareRow:
         return d
 
 
-def load_final(run_dir: str | Path) -> dict[str, Any]:
+def load_final(run_dir: str | Path) -> FinalReport:
     """A run's final.json (any version, as ``memtrace-final/1``); a ConfigError naming the dir when the run has
     not finished, a DatasetError naming the file and field when it is malformed or newer than this version."""
     path = Path(run_dir) / FINAL_FILE

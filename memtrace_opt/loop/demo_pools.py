@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Collection, Mapping, Sequence
 
 from memtrace_opt.attribution.blame import BlameSignal
-from memtrace_opt.loop.artifacts import read_json, round_dir, write_json
+from memtrace_opt.rundir import read_object, round_dir, write_json
 from memtrace_opt.optimizers.cases import CaseTrace
 from memtrace_opt.optimizers.demos import (
     Demo, DemoPools, merge_pools, mine_bootstrap_demos, mine_repair_demos, mine_unattributed_demos,
@@ -58,7 +58,7 @@ def load_pools(run_dir: Path, upto_round: int) -> DemoPools:
     for r in range(1, upto_round + 1):
         path = round_dir(run_dir, r) / DEMOS_FILE
         if path.exists():
-            data = read_json(path)
+            data: Mapping[str, Any] = read_object(path)
             pools.append({c: [_demo(d) for d in demos] for c, demos in data.get("components", {}).items()})
     return merge_pools(*pools)
 
@@ -67,7 +67,7 @@ def testable_pools(pools: Mapping[str, Sequence[Demo]], minibatch_conversations:
                    validation_conversations: Collection[str], *, accept_ties: bool) -> tuple[DemoPools, int]:
     """The demos a candidate could be scored with, and how many were left out.
 
-    A run of a demo's own conversation never sees it (:func:`memtrace_opt.prompt_parts.withhold_examples`),
+    A run of a demo's own conversation never sees it (:func:`memtrace_opt.graph.prompt_parts.withhold_examples`),
     so a demo set cut only from the conversations it would be scored on ties with its parent by
     construction: GEPA's minibatch (the training conversations) must see it for the set to win there,
     or, when ties go on (``accept_ties``), validation must. The quickstart's one conversation both

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.eval.judge import DeterministicJudge, Judge
 from memtrace_opt.lm.base import LMClient
-from memtrace_opt.loop.artifacts import FINAL_FILE, read_json, round_dir, write_json, write_prompts
+from memtrace_opt.loop.artifacts import write_prompts
 from memtrace_opt.loop.audit import audit_rejected, audit_summary, rejected_candidates
 from memtrace_opt.loop.blaming import RoundBlame, round_blame
 from memtrace_opt.loop.budget import LLMBudgetStopper, Spend, SpendMeter
@@ -38,7 +38,8 @@ from memtrace_opt.optimizers.graphs import GraphStore
 from memtrace_opt.optimizers.miprov2 import run_miprov2
 from memtrace_opt.optimizers.proposer import ReflectionProposer
 from memtrace_opt.optimizers.selectors import selector_for
-from memtrace_opt.schemas import ROUND_OPTIMIZER, ROUND_SCORES, stamp
+from memtrace_opt.rundir import BLAME_FILE, FINAL_FILE, FinalReport, read_object, round_dir, write_json
+from memtrace_opt.rundir.schemas import ROUND_OPTIMIZER, ROUND_SCORES, stamp
 
 __all__ = ["LoopContext", "run_loop"]
 
@@ -191,7 +192,7 @@ def _tune(ctx: LoopContext, state: LoopState, meter: SpendMeter) -> None:
     if state.tuning is not None:
         return
     if ctx.tuning_from is not None:
-        tuned = read_json(Path(ctx.tuning_from) / TUNING_FILE)
+        tuned: Mapping[str, Any] = read_object(Path(ctx.tuning_from) / TUNING_FILE)
         state.settings = {**state.settings, **tuned["best_params"]}
         state.tuning = {"from": str(ctx.tuning_from), **tuned}
     elif ctx.plan.tuning_trials > 0:
@@ -276,7 +277,7 @@ def _run_round(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter,
     if ctx.plan.method == "attributed":
         adapter.remember_blame(current, blame.signals)
     rdir = round_dir(ctx.run_dir, r)
-    write_json(rdir / "blame.json", blame.to_dict())
+    write_json(rdir / BLAME_FILE, blame.to_dict())
     out = _optimize(ctx, state, adapter, blame, train, rdir, meter, traces)
     if ctx.plan.prune and out.val_score > state.best_val + 1e-9 and out.candidate != current:
         out = _prune(ctx, adapter, current, out)
@@ -426,7 +427,7 @@ def _final(ctx: LoopContext, state: LoopState, backend: SystemBackend, meter: Sp
     save_state(ctx.run_dir, state)
 
 
-def _audit(ctx: LoopContext, state: LoopState, heldout: MemoryPromptAdapter, final: dict[str, Any],
+def _audit(ctx: LoopContext, state: LoopState, heldout: MemoryPromptAdapter, final: FinalReport,
            meter: SpendMeter) -> None:
     """Score the candidates validation rejected on held-out too (:mod:`.audit`); its cost is kept apart
     from ``spend``, which stays the method's own (equal budgets across methods)."""

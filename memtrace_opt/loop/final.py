@@ -12,18 +12,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from memtrace_opt import run_dir as rd
+from memtrace_opt import rundir as rd
 from memtrace_opt.data.model import QA
 from memtrace_opt.eval.metrics import bleu1, token_f1
 from memtrace_opt.eval.results import QAResult, summarize
 from memtrace_opt.loop.artifacts import write_prompts
 from memtrace_opt.optimizers.adapter import MemoryPromptAdapter
 from memtrace_opt.optimizers.cases import CaseTrace, QACase
-from memtrace_opt.schemas import FINAL, stamp
+from memtrace_opt.rundir import FinalReport
+from memtrace_opt.rundir.schemas import FINAL, stamp
 
-__all__ = ["FINAL_FORMAT", "evaluate_heldout", "qa_result"]
-
-FINAL_FORMAT = FINAL.id  # final.json's schema (memtrace_opt.schemas)
+__all__ = ["evaluate_heldout", "qa_result"]
 
 
 def qa_result(trace: CaseTrace, qa: QA) -> QAResult:
@@ -44,7 +43,7 @@ def evaluate_heldout(
     best: Mapping[str, str],
     run_dir: Path,
     info: Mapping[str, Any],
-) -> dict[str, Any]:
+) -> FinalReport:
     """Score seed and best prompts on ``cases``; write prompts/, graphs and results; return final.json's content."""
     seed_traces = adapter.run(cases, seed)
     best_traces = adapter.run(cases, best)

@@ -10,7 +10,7 @@ an undo that scores at least as well is kept. Among prompts validation cannot te
 with fewer learned changes wins — the simplicity bias of minimum-description-length selection.
 Only validation questions are used; the cost is one validation pass per delta, counted as rollouts.
 
->>> from memtrace_opt.prompt_parts import compose_prompt
+>>> from memtrace_opt.graph.prompt_parts import compose_prompt
 >>> parent = {"qa": compose_prompt("Answer.\\n- Say: Not mentioned.")}
 >>> child = {"qa": compose_prompt("Answer.", ["If asked when, give a date."])}
 >>> [(u.kind, u.detail) for u in undos(parent, child)]
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
-from memtrace_opt.prompt_parts import PromptParts, split_prompt
+from memtrace_opt.graph.prompt_parts import PromptParts, split_prompt
 
 __all__ = ["PruneResult", "Undo", "prune", "undos"]
 

@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from memtrace_opt.errors import DatasetError
-from memtrace_opt.loop.artifacts import diff_stats, prompt_diff, round_blame_files
-from memtrace_opt.loop.checkpoint import CHECKPOINT_FILE
-from memtrace_opt.schemas import read_blame, read_checkpoint
+from memtrace_opt.loop.artifacts import diff_stats, prompt_diff
+from memtrace_opt.rundir import CHECKPOINT_FILE, read_blame, read_checkpoint, round_blame_files
 
 __all__ = ["NO_PROMPT", "UNATTRIBUTED_LABEL", "RunRouting", "blame_share", "changed_prompts", "read_routing"]
 
@@ -95,7 +94,7 @@ def _seed(plan: Mapping[str, Any], path: Path) -> int | None:
 
 def _records(path: Path) -> list[Mapping[str, Any]]:
     """A round blame file's signal records; one whose prompt component is not text is a one-line error."""
-    records: list[Mapping[str, Any]] = read_blame(path)["signals"]  # objects: read_blame checks that
+    records: list[Mapping[str, Any]] = list(read_blame(path)["signals"])  # objects: read_blame checks that
     for i, rec in enumerate(records):
         component = rec.get("prompt_component")
         if component is not None and not isinstance(component, str):

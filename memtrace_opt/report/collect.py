@@ -6,33 +6,31 @@ is omitted, and a file that cannot be read becomes a note shown in the report (n
 whole report, never a silent gap). This module is the one place that knows file names and shapes;
 the renderers only see :class:`RunData`.
 
-Files read: ``config.yaml``, ``summary.json``, ``usage.json``, ``results.json`` and ``graphs/`` (see
-:mod:`memtrace_opt.run_dir`); ``blame.json``, the closed loop's ``checkpoint.json``, ``final.json`` and
-``rounds/round_<k>/blame.json``, each through its reader in :mod:`memtrace_opt.schemas` (any version,
-converted to the current shape); ``rounds/round_<k>/scores.json`` (via :mod:`.rounds`) and
-``prompts/<component>.txt`` + ``.diff`` (see :mod:`memtrace_opt.loop.artifacts`); ``attribution_bench*.json`` /
-``bench*.json`` (see :mod:`.bench`).
+Files read, every JSON one through :mod:`memtrace_opt.rundir`'s reader: ``config.yaml``, ``summary.json``,
+``usage.json``, ``results.json`` and ``graphs/``; ``blame.json``, the closed loop's ``checkpoint.json``,
+``final.json`` and ``rounds/round_<k>/blame.json``, each through its schema's reader (any version, converted to
+the current shape); ``rounds/round_<k>/scores.json`` (via :mod:`.rounds`) and ``prompts/<component>.txt`` +
+``.diff`` (see :mod:`memtrace_opt.loop.artifacts`); ``attribution_bench*.json`` / ``bench*.json`` (see
+:mod:`.bench`).
 """
 
 from __future__ import annotations
 
 import difflib
 import gzip
-import json
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import yaml
 
-from memtrace_opt import run_dir as rd
+from memtrace_opt import rundir as rd
+from memtrace_opt.rundir import read_blame, read_checkpoint, read_final, round_blame_files
 from memtrace_opt.attribution.blame import BlameSignal
 from memtrace_opt.errors import DatasetError
-from memtrace_opt.loop.artifacts import round_blame_files
 from memtrace_opt.report.bench import BenchData, read_bench
 from memtrace_opt.report.rounds import RoundPoint, read_rounds
 from memtrace_opt.report.theme import ATTRIBUTION_FAILED
-from memtrace_opt.schemas import read_blame, read_checkpoint, read_final
 
 __all__ = ["FailedQuestion", "PromptChange", "RunData", "collect_run", "read_graph_meta"]
 
@@ -128,9 +126,9 @@ def collect_run(run_dir: str | Path, *, bench_path: str | Path | None = None,
     by_file = {rd.graph_path(root, str(r.get("conversation"))).name: str(r.get("conversation")) for r in data.results}
     data.graphs = {by_file.get(p.name, p.name[: -len(rd.GRAPH_SUFFIX)]): p for p in rd.list_graphs(root)}
     data.graph_meta = read_graph_meta(next(iter(data.graphs.values()))) if data.graphs else {}
-    data.checkpoint = _load(data, root / "checkpoint.json", reader=read_checkpoint) or {}
-    data.final = _load(data, root / "final.json", reader=read_final) or {}
-    data.blame = _signals(data, root / "blame.json")
+    data.checkpoint = _load(data, root / rd.CHECKPOINT_FILE, reader=read_checkpoint) or {}
+    data.final = _load(data, root / rd.FINAL_FILE, reader=read_final) or {}
+    data.blame = _signals(data, root / rd.BLAME_FILE)
     for k, path in round_blame_files(root):
         data.round_blame[k] = _signals(data, path)
     data.failed = _failed(data)
@@ -164,8 +162,7 @@ def _load(data: RunData, path: Path, *, yaml_file: bool = False, required: bool 
     try:
         if reader is not None:
             return reader(path)
-        text = path.read_text(encoding="utf-8")
-        return yaml.safe_load(text) if yaml_file else json.loads(text)
+        return yaml.safe_load(path.read_text(encoding="utf-8")) if yaml_file else rd.read_json(path)
     except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError, DatasetError) as err:
         where = f"{err.item}: " if isinstance(err, DatasetError) and err.item else ""
         message = " ".join((where + (err.message if isinstance(err, DatasetError) else str(err))).split())[:200]
@@ -244,7 +241,7 @@ def _rounds(data: RunData, root: Path, compare: Sequence[str | Path]) -> list[Ro
             raise DatasetError(str(folder), None, "run directory to compare not found")
         try:
             got = read_rounds(folder, default_method=default)
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, DatasetError) as err:
             data.notes.append(f"{folder}: optimization scores could not be read ({err})")
             continue
         taken = {p.method for p in points}

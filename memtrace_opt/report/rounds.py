@@ -18,11 +18,13 @@ Round 0 is the seed prompts. The first source to give a (method, round) wins: th
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
+
+from memtrace_opt import rundir as rd
+from memtrace_opt.errors import DatasetError
 
 __all__ = ["RoundPoint", "read_rounds", "run_method"]
 
@@ -45,7 +47,7 @@ def read_rounds(run_dir: Path, *, default_method: str = "optimized") -> list[Rou
     """Every (method, round) score found under ``run_dir``, sorted by method then round."""
     points: dict[tuple[str, int], RoundPoint] = {}
     method = run_method(run_dir, default_method)
-    for point in _from_checkpoint(run_dir / "checkpoint.json", method):
+    for point in _from_checkpoint(run_dir / rd.CHECKPOINT_FILE, method):
         points.setdefault((point.method, point.round), point)
     for k, folder in _round_dirs(run_dir):
         for point in _from_round_dir(folder, k, method):
@@ -94,7 +96,7 @@ def _from_checkpoint(path: Path, method: str) -> Iterator[RoundPoint]:
     and ``val_score``) or a generic ``rounds``/``history`` list."""
     if not path.exists():
         return
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = rd.read_json(path)
     if not isinstance(data, dict):
         return
     plan = data.get("plan") if isinstance(data.get("plan"), dict) else {}
@@ -110,10 +112,10 @@ def _from_checkpoint(path: Path, method: str) -> Iterator[RoundPoint]:
 
 def run_method(run_dir: Path, default: str = "optimized") -> str:
     """The optimization method a run used (its checkpoint's plan), else ``default``."""
-    path = run_dir / "checkpoint.json"
+    path = run_dir / rd.CHECKPOINT_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    except ValueError:
+        data = rd.read_json(path) if path.exists() else {}
+    except DatasetError:
         return default
     plan = data.get("plan") if isinstance(data, dict) and isinstance(data.get("plan"), dict) else {}
     return str((data.get("method") if isinstance(data, dict) else None) or plan.get("method") or default)
@@ -135,7 +137,7 @@ def _from_round_dir(folder: Path, k: int, method: str) -> Iterator[RoundPoint]:
     for name in ("scores.json", "summary.json", "round.json"):
         path = folder / name
         if path.exists():
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = rd.read_json(path)
             if isinstance(data, dict) and _is_score_map(data.get("validation")):
                 values = list(data["validation"].values())
                 yield RoundPoint(method, k, sum(values) / len(values))

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from memtrace_opt.cli import main
-from memtrace_opt.lm.run_lms import Injected
+from memtrace_opt.run.lms import Injected
 from memtrace_opt.testing import ScriptedLM, judge_lm
 
 HERE = Path(__file__).resolve().parent
@@ -99,7 +99,7 @@ def test_an_installed_entry_point_registers_the_system(tmp_path):
     config.write_text(yaml.safe_dump(cfg))
     code = ("import sys\n"
             "from memtrace_opt.cli import main\n"
-            "from memtrace_opt.lm.run_lms import Injected\n"
+            "from memtrace_opt.run.lms import Injected\n"
             "from keyword_memory.test_keyword_memory import lms\n"
             "run = sys.argv[2]\n"
             "inj = Injected(lms())\n"

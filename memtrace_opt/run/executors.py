@@ -1,113 +1,47 @@
-"""Where an evaluation's conversations run: in this process (a thread pool) or as Ray tasks.
+"""Executors built from a run config: in this process, or each conversation a Ray task.
 
-Each conversation has its own tracer and graph, so conversations are independent units of work. An
-executor only decides where they run and yields ``(conversation id, ConversationRun)`` as each one
-finishes; :func:`memtrace_opt.systems.evaluate.evaluate_system` checkpoints them in the config's
-conversation order, so every executor, with any number of workers, writes the same files.
+The contract and the in-process executor are the runner's (:mod:`memtrace_opt.systems.executor`);
+this module adds what needs a run config: :func:`make_executor` (``executor:`` in the config) and the
+Ray executor.
 
 The Ray executor sends plain data (the config as a dict, the run dir, the conversation and a
-:class:`ConversationJob`), never LM clients: each task rebuilds the LMs with
-:func:`~memtrace_opt.lm.run_lms.build_run_lms` from the same config and run dir, so it reads and
+:class:`~memtrace_opt.systems.executor.ConversationJob`), never LM clients: each task rebuilds the LMs
+with :func:`~memtrace_opt.run.lms.build_run_lms` from the same config and run dir, so it reads and
 fills the same disk LM cache and reads keys from the same environment variables as a local run.
-That is also why the config refuses ``kind: ray`` with an embedded task or judge model.
-
-The optimizer uses the same executor for its graph jobs (:meth:`Executor.map_graphs`): each
-candidate evaluation and the held-out final make one graph per conversation (a recording, or a
-replay of a stored graph), run together and returned in job order, so the loop's files are the
-same whatever ran them. Attribution (and its counterfactual replays) still runs in this process.
+That is also why the config refuses ``kind: ray`` with an embedded task or judge model. Attribution
+(and its counterfactual replays) still runs in this process.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, TypedDict
 
-if TYPE_CHECKING:
-    from memtrace_opt.config import RunConfig
-    from memtrace_opt.lm.usage import UsageLedger
-    from memtrace_opt.systems.runner import ConversationRun
+from memtrace_opt.config import RunConfig
+from memtrace_opt.data.model import Conversation
+from memtrace_opt.graph.model import MemoryGraph
+from memtrace_opt.errors import ConfigError
+from memtrace_opt.lm.usage import UsageLedger, UsageTotals
+from memtrace_opt.optimizers.backend import GraphJob, RunnerBackend
+from memtrace_opt.run.lms import Injected, build_run_lms
+from memtrace_opt.systems.executor import ConversationJob, Executor, Finished, LocalExecutor
+from memtrace_opt.systems.runner import ConversationRun, run_conversation
 
-__all__ = ["ConversationJob", "Executor", "LocalExecutor", "RayExecutor", "make_executor", "refuse_ray_with_injected"]
-
-Finished = Iterator[tuple[str, "ConversationRun"]]
-
-
-@dataclass(frozen=True)
-class ConversationJob:
-    """What :func:`~memtrace_opt.systems.runner.run_conversation` needs besides a conversation and the
-    LMs, as plain data: it crosses to a Ray worker, which builds the LMs itself."""
-
-    system_name: str
-    prompts: Mapping[str, str] | None = None
-    settings: Any = None  # a mapping or a SystemSettings (pydantic, so it pickles)
-    judge: str = "llm"
-    use_audit: bool = False
-    run_id: str | None = None
-    dataset: str | None = None
+__all__ = ["RayExecutor", "UsageParts", "graph_on_worker", "make_executor", "refuse_ray_with_injected", "run_on_worker"]
 
 
-class Executor(Protocol):
-    """Runs conversations and yields each ``(id, run)`` as it finishes; a failure cancels what has not
-    started and is re-raised (what was yielded before is already checkpointed by the caller).
+class UsageParts(TypedDict, total=False):
+    """A ledger's totals as plain data (empty without a ledger): what a worker's LM calls cost."""
 
-    ``run`` runs one conversation in this process with the caller's LMs (the local executor uses it);
-    ``job`` is the same work as plain data (an executor running elsewhere uses it).
-    ``reports_questions``: whether ``run``'s per-question progress reaches the caller (else the caller
-    advances its progress bar when a conversation finishes).
-    """
-
-    reports_questions: bool
-
-    def each_finished(self, run: Callable[[Any], ConversationRun], conversations: Sequence[Any],
-                      job: ConversationJob) -> Finished: ...
-
-    def map_graphs(self, backend: Any, jobs: Sequence[Any]) -> list[Any]:
-        """The optimizer's graph jobs (records and replays of candidates), each job's graph in job order."""
-        ...
+    total: UsageTotals
+    by_model: dict[str, UsageTotals]
+    by_role: dict[str, UsageTotals]
 
 
-class LocalExecutor:
-    """In this process: in order with one worker, else on a bounded thread pool of ``workers``.
-
-    Threads, not processes, because the LM clients (an in-process model, one cache connection) are
-    shared; more than one worker pays with a served model that has as many slots.
-    """
-
-    reports_questions = True
-
-    def __init__(self, workers: int = 1) -> None:
-        self.workers = workers
-
-    def __repr__(self) -> str:
-        return f"LocalExecutor(workers={self.workers})"
-
-    def each_finished(self, run: Callable[[Any], ConversationRun], conversations: Sequence[Any],
-                      job: ConversationJob) -> Finished:
-        if self.workers <= 1:
-            for conv in conversations:
-                yield conv.id, run(conv)
-            return
-        pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="memtrace-eval")
-        try:
-            futures = {pool.submit(run, conv): conv.id for conv in conversations}
-            for future in as_completed(futures):
-                yield futures[future], future.result()
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-
-    def map_graphs(self, backend: Any, jobs: Sequence[Any]) -> list[Any]:
-        """Each graph job's graph, in job order: one by one, or on the thread pool."""
-        if self.workers <= 1 or len(jobs) <= 1:
-            return [backend.graph(job) for job in jobs]
-        with ThreadPoolExecutor(max_workers=min(self.workers, len(jobs)), thread_name_prefix="memtrace-graph") as pool:
-            return list(pool.map(backend.graph, jobs))
-
-
-def run_on_worker(config: Mapping[str, Any], run_dir: str, conversation: Any,
-                  job: ConversationJob) -> tuple[ConversationRun, dict[str, Any]]:
+def run_on_worker(config: Mapping[str, object], run_dir: str, conversation: Conversation,
+                  job: ConversationJob) -> tuple[ConversationRun, UsageParts]:
     """One conversation inside a Ray worker: ``(its run, the LM usage it cost)``.
 
     Module level, so Ray ships it by reference (the worker imports this module). The LMs are built
@@ -115,10 +49,6 @@ def run_on_worker(config: Mapping[str, Any], run_dir: str, conversation: Any,
     driver's ledger cannot see calls made in another process. A ConversationRun pickles as it is
     (its graph is plain dataclasses and JSON-ready values).
     """
-    from memtrace_opt.config import RunConfig
-    from memtrace_opt.lm.run_lms import build_run_lms
-    from memtrace_opt.systems.runner import run_conversation
-
     cfg = RunConfig.model_validate(dict(config))  # a ``system.module`` is imported again here, registering it
     lms = build_run_lms(cfg, Path(run_dir))
     run = run_conversation(job.system_name, conversation, lms=lms.lms, prompts=job.prompts, settings=job.settings,
@@ -127,33 +57,29 @@ def run_on_worker(config: Mapping[str, Any], run_dir: str, conversation: Any,
     return run, _usage_parts(lms.ledger)
 
 
-def graph_on_worker(config: Mapping[str, Any], run_dir: str, spec: Mapping[str, Any],
-                    job: Any) -> tuple[Any, dict[str, Any]]:
+def graph_on_worker(config: Mapping[str, object], run_dir: str, spec: Mapping[str, object],
+                    job: GraphJob) -> tuple[MemoryGraph, UsageParts]:
     """One optimizer graph job inside a Ray worker: ``(its graph, the LM usage it cost)``; the backend is
     rebuilt from ``spec`` around LMs built from the config, as :func:`run_on_worker` does."""
-    from memtrace_opt.config import RunConfig
-    from memtrace_opt.lm.run_lms import build_run_lms
-    from memtrace_opt.optimizers.backend import RunnerBackend
-
     cfg = RunConfig.model_validate(dict(config))
     lms = build_run_lms(cfg, Path(run_dir))
     backend = RunnerBackend(spec["system"], lms={"task": lms.lms["task"], "judge": lms.lms["judge"]},
                             settings=spec["settings"], judge=spec["judge"], resources=lms.resources)
-    return backend.graph(job), _usage_parts(lms.ledger)
+    graph: MemoryGraph = backend.graph(job)
+    return graph, _usage_parts(lms.ledger)
 
 
-def _usage_parts(ledger: UsageLedger | None) -> dict[str, Any]:
+def _usage_parts(ledger: UsageLedger | None) -> UsageParts:
     """A ledger's totals without its lock (which does not pickle)."""
     if ledger is None:
         return {}
     return {"total": ledger.total, "by_model": dict(ledger.by_model), "by_role": dict(ledger.by_role)}
 
 
-def _absorb_usage(ledger: UsageLedger | None, parts: Mapping[str, Any]) -> None:
+def _absorb_usage(ledger: UsageLedger | None, parts: UsageParts) -> None:
     """Add a worker's usage to the driver's ledger, so ``usage.json`` counts every call wherever it ran."""
     if ledger is None or not parts:
         return
-    from memtrace_opt.lm.usage import UsageTotals
 
     def add(into: UsageTotals, more: UsageTotals) -> None:
         for f in fields(UsageTotals):
@@ -184,10 +110,8 @@ class RayExecutor:
 
     reports_questions = False
 
-    def __init__(self, config: RunConfig | Mapping[str, Any], run_dir: str | Path, *, address: str | None = None,
+    def __init__(self, config: RunConfig | Mapping[str, object], run_dir: str | Path, *, address: str | None = None,
                  workers: int = 1, ledger: UsageLedger | None = None) -> None:
-        from memtrace_opt.config import RunConfig
-
         self.config = config.model_dump(mode="json") if isinstance(config, RunConfig) else dict(config)
         self.run_dir = str(Path(run_dir).resolve())
         self.address, self.workers, self.ledger = address, workers, ledger
@@ -202,7 +126,7 @@ class RayExecutor:
             ray.init(address=self.address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
         return ray
 
-    def each_finished(self, run: Callable[[Any], ConversationRun], conversations: Sequence[Any],
+    def each_finished(self, run: Callable[[Conversation], ConversationRun], conversations: Sequence[Conversation],
                       job: ConversationJob) -> Finished:
         if not conversations:
             return
@@ -210,7 +134,7 @@ class RayExecutor:
         config = ray.put(self.config)  # once, not once per task
         yield from self._tasks(ray, run_on_worker, ((c.id, (config, self.run_dir, c, job)) for c in conversations))
 
-    def map_graphs(self, backend: Any, jobs: Sequence[Any]) -> list[Any]:
+    def map_graphs(self, backend: RunnerBackend, jobs: Sequence[GraphJob]) -> list[MemoryGraph]:
         """Each :class:`~memtrace_opt.optimizers.backend.GraphJob`'s graph as a Ray task (:func:`graph_on_worker`),
         in job order: candidate evaluations and the held-out final across conversations."""
         if not jobs:
@@ -258,11 +182,9 @@ def _result(ray: Any, ref: Any) -> Any:
         raise
 
 
-def refuse_ray_with_injected(cfg: RunConfig, injected: Any, source: str) -> None:
+def refuse_ray_with_injected(cfg: RunConfig, injected: Injected | None, source: str) -> None:
     """Ray workers build their LMs from the config: clients handed to this process cannot reach them."""
     if cfg.executor.kind == "ray" and injected is not None:
-        from memtrace_opt.errors import ConfigError
-
         raise ConfigError(source, "executor.kind", "ray workers build their LMs from the config; LMs injected "
                           "into this process cannot reach them (use kind local)")
 

@@ -4,7 +4,8 @@ Small models improve prompts best by small deltas (add a rule, swap an example),
 rewrites. The candidate GEPA sees stays ``{component: text}``; this module renders the three
 parts into that text under fixed headers and reads them back, so a later round edits the rules
 and examples of the text an earlier round produced, and the report's prompt diff shows exactly
-which rule or example was added.
+which rule or example was added. It lives with the graph because the tracer applies it: an op of a
+conversation sees its prompt with that conversation's own worked examples withheld (:func:`seen_prompts`).
 
 >>> text = compose_prompt("Answer briefly.", ["If asked when, give a date."], ["Input: q\\nOutput: a"])
 >>> split_prompt(text)

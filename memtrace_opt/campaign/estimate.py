@@ -34,6 +34,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from memtrace_opt.errors import ConfigError
+from memtrace_opt.loop.plan import METHODS, LoopPlan, split_dataset
+from memtrace_opt.run.assemble import dataset_slice, prepare_run
+from memtrace_opt.systems.registry import get_system
 
 __all__ = ["MeasuredCosts", "MethodEstimate", "estimate_config", "estimate_run", "read_costs"]
 
@@ -154,10 +157,6 @@ def estimate_config(config: str | Path, costs_path: str | Path, *, methods: Sequ
     """The estimate of the run config file ``config`` (every method of ``methods``; default: the config's
     own) from the bench-lm result ``costs_path``: what ``memtrace-opt estimate`` and a campaign's progress
     line report."""
-    from memtrace_opt.assemble import dataset_slice, prepare_run
-    from memtrace_opt.loop.plan import METHODS, LoopPlan, split_dataset
-    from memtrace_opt.systems.registry import get_system
-
     cfg, _source, _ = prepare_run(config, dataset_path=dataset_path)
     wanted = tuple(methods) or (cfg.optimizer.method,)
     bad = [m for m in wanted if m not in METHODS]

@@ -18,6 +18,9 @@ import hashlib
 import hmac
 from pathlib import Path
 
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
 from memtrace_opt.errors import ConfigError
 
 __all__ = ["SEALED_SUFFIX", "dataset_key", "seal", "unseal"]
@@ -42,17 +45,12 @@ def dataset_key(path: str | Path) -> bytes:
 
 def seal(data: bytes, key: bytes) -> bytes:
     """``data`` encrypted and authenticated under ``key``; the same input always gives the same output."""
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
     nonce = hmac.new(key, data, hashlib.sha256).digest()[:_NONCE]
     return _MAGIC + nonce + AESGCM(key).encrypt(nonce, data, _MAGIC)
 
 
 def unseal(blob: bytes, key: bytes, *, where: str) -> bytes:
     """The bytes :func:`seal` sealed; a ConfigError naming ``where`` when the key or the blob is wrong."""
-    from cryptography.exceptions import InvalidTag
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
     if not blob.startswith(_MAGIC) or len(blob) < len(_MAGIC) + _NONCE + 16:
         raise ConfigError(where, None, "not a sealed file (it lacks the seal header)")
     nonce = blob[len(_MAGIC):len(_MAGIC) + _NONCE]

@@ -16,10 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from memtrace_opt.errors import MemtraceError
+from memtrace_opt.rundir.layout import LOCK_FILE
 
-__all__ = ["LOCK_FILE", "RunDirBusyError", "run_lock"]
-
-LOCK_FILE = ".lock"
+__all__ = ["RunDirBusyError", "run_lock"]
 
 
 class RunDirBusyError(MemtraceError):

@@ -22,8 +22,9 @@ reader guessing among shapes.
   ``{question id: score}``.
 - ``rounds/round_<k>/optimizer.json``: ``memtrace-round-optimizer/1``, what GEPA/MIPROv2 did.
 
-``results.json`` (``memtrace-results/1``) keeps its reader beside its record type in
-:mod:`memtrace_opt.eval.results`, graph files theirs in :mod:`memtrace_opt.graph.io_json`.
+``results.json`` (``memtrace-results/1``) is read by :func:`memtrace_opt.rundir.files.read_results` into
+its record type, :class:`~memtrace_opt.eval.results.QAResult`; graph files by :mod:`memtrace_opt.graph.io_json`.
+The shapes the readers return are the TypedDicts of :mod:`.records`.
 
 A file without ``format`` is legacy, written before its kind was stamped; it is read as the
 kind's ``legacy`` version and converted: blame files were version 1 (a round's signals keyed by
@@ -37,13 +38,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
+from memtrace_opt.attribution.aggregate import aggregate
+from memtrace_opt.attribution.blame import BlameSignal
 from memtrace_opt.errors import DatasetError
-from memtrace_opt.run_dir import read_json
+from memtrace_opt.rundir.jsonio import JSONObject, JSONValue, read_json
+from memtrace_opt.rundir.records import BlameFile, CheckpointFile, FinalReport, RoundScores
 
 __all__ = ["BLAME", "CHECKPOINT", "FINAL", "ROUND_OPTIMIZER", "ROUND_SCORES", "Schema", "convert", "read",
            "read_blame", "read_checkpoint", "read_final", "read_round_optimizer", "read_round_scores", "stamp"]
+
+
+#: The shape a schema's reader returns (a TypedDict of :mod:`.records`, or a plain JSON object).
+T = TypeVar("T")
 
 
 class Malformed(ValueError):
@@ -55,36 +63,38 @@ class Malformed(ValueError):
 
 
 @dataclass(frozen=True)
-class Schema:
+class Schema(Generic[T]):
     """One file kind: its name and current version, the check of the current shape, and the upgrades.
 
     ``legacy`` is the version an unstamped file is read as (None: an unstamped file is refused);
-    ``upgrades[v]`` turns a version-``v`` payload into version ``v + 1``.
+    ``upgrades[v]`` turns a version-``v`` payload into version ``v + 1``. ``T`` is the shape ``check``
+    guarantees, the type :func:`read` returns.
     """
 
     name: str
     version: int
     what: str
-    check: Callable[[dict[str, Any]], None]
+    check: Callable[[JSONObject], None]
     legacy: int | None = None
-    upgrades: Mapping[int, Callable[[Any], Any]] = field(default_factory=dict)
+    upgrades: Mapping[int, Callable[[JSONValue], JSONValue]] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
         return f"{self.name}/{self.version}"
 
 
-def stamp(schema: Schema, payload: Mapping[str, Any]) -> dict[str, Any]:
-    """``payload`` with ``"format": schema.id`` first (replacing any stamp it had)."""
-    return {"format": schema.id, **{k: v for k, v in payload.items() if k != "format"}}
+def stamp(schema: Schema[T], payload: Mapping[str, object]) -> T:
+    """``payload`` with ``"format": schema.id`` first (replacing any stamp it had): what a writer of the kind
+    writes. The payload is the writer's claim to have the kind's shape; its reader checks it."""
+    return cast(T, {"format": schema.id, **{k: v for k, v in payload.items() if k != "format"}})
 
 
-def read(schema: Schema, path: str | Path) -> dict[str, Any]:
+def read(schema: Schema[T], path: str | Path) -> T:
     """The file at ``path`` in ``schema``'s current shape; DatasetError naming the file and field otherwise."""
     return convert(schema, read_json(path), str(path))
 
 
-def convert(schema: Schema, payload: Any, source: str) -> dict[str, Any]:
+def convert(schema: Schema[T], payload: JSONValue, source: str) -> T:
     """``payload`` (as read from ``source``) upgraded to the current version, checked, and stamped."""
     version = _version(schema, payload, source)
     try:
@@ -98,7 +108,7 @@ def convert(schema: Schema, payload: Any, source: str) -> dict[str, Any]:
     return stamp(schema, payload)
 
 
-def _version(schema: Schema, payload: Any, source: str) -> int:
+def _version(schema: Schema[Any], payload: JSONValue, source: str) -> int:
     """The version ``payload`` claims (its kind's legacy version when unstamped); refuses others."""
     found = payload.get("format") if isinstance(payload, dict) else None
     if found is None:
@@ -234,9 +244,6 @@ def _group_1(group: Any) -> Any:
 
 def _aggregate_of(signals: list[Any]) -> dict[str, Any]:
     """Grouped blame of the signals that parse (the report notes the ones that do not)."""
-    from memtrace_opt.attribution.aggregate import aggregate
-    from memtrace_opt.attribution.blame import BlameSignal
-
     parsed = []
     for record in signals:
         try:
@@ -292,33 +299,36 @@ def _check_object(p: dict[str, Any]) -> None:
     """Any JSON object (the optimizer's own details)."""
 
 
-BLAME = Schema("memtrace-blame", 2, "blame file", _check_blame, legacy=1, upgrades={1: _blame_1_to_2})
-FINAL = Schema("memtrace-final", 1, "final.json", _check_final, legacy=0, upgrades={0: _final_0_to_1})
-CHECKPOINT = Schema("memtrace-loop", 1, "loop checkpoint", _check_checkpoint)
-ROUND_SCORES = Schema("memtrace-round-scores", 1, "round scores file", _check_scores, legacy=1)
-ROUND_OPTIMIZER = Schema("memtrace-round-optimizer", 1, "round optimizer file", _check_object, legacy=1)
+BLAME: Schema[BlameFile] = Schema("memtrace-blame", 2, "blame file", _check_blame, legacy=1,
+                                  upgrades={1: _blame_1_to_2})
+FINAL: Schema[FinalReport] = Schema("memtrace-final", 1, "final.json", _check_final, legacy=0,
+                                    upgrades={0: _final_0_to_1})
+CHECKPOINT: Schema[CheckpointFile] = Schema("memtrace-loop", 1, "loop checkpoint", _check_checkpoint)
+ROUND_SCORES: Schema[RoundScores] = Schema("memtrace-round-scores", 1, "round scores file", _check_scores, legacy=1)
+ROUND_OPTIMIZER: Schema[JSONObject] = Schema("memtrace-round-optimizer", 1, "round optimizer file", _check_object,
+                                             legacy=1)
 
 
-def read_blame(path: str | Path) -> dict[str, Any]:
+def read_blame(path: str | Path) -> BlameFile:
     """A run's or a round's ``blame.json`` as ``memtrace-blame/2``."""
     return read(BLAME, path)
 
 
-def read_final(path: str | Path) -> dict[str, Any]:
+def read_final(path: str | Path) -> FinalReport:
     """A loop run's ``final.json`` as ``memtrace-final/1``."""
     return read(FINAL, path)
 
 
-def read_checkpoint(path: str | Path) -> dict[str, Any]:
+def read_checkpoint(path: str | Path) -> CheckpointFile:
     """A loop run's ``checkpoint.json`` as ``memtrace-loop/1`` (always stamped: an unstamped one is refused)."""
     return read(CHECKPOINT, path)
 
 
-def read_round_scores(path: str | Path) -> dict[str, Any]:
+def read_round_scores(path: str | Path) -> RoundScores:
     """A round's ``scores.json`` as ``memtrace-round-scores/1``."""
     return read(ROUND_SCORES, path)
 
 
-def read_round_optimizer(path: str | Path) -> dict[str, Any]:
+def read_round_optimizer(path: str | Path) -> JSONObject:
     """A round's ``optimizer.json`` as ``memtrace-round-optimizer/1``."""
     return read(ROUND_OPTIMIZER, path)

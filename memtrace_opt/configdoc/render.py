@@ -1,4 +1,4 @@
-"""The configuration reference, ``docs/configuration.md``, generated from the config models so it cannot drift.
+"""Rendering the configuration reference: walk the config models, one table per section.
 
 Every key of a run config is a field of :class:`memtrace_opt.config.RunConfig` or of one of its sections,
 and every ``system.settings`` key a field of a built-in system's ``settings_model``. This module walks
@@ -8,8 +8,8 @@ those models and writes one table per section: key, type, default, meaning. The 
 the committed file is what this module renders and that every field has a meaning, so a new key
 without a comment, or a changed default, fails the suite until the reference is regenerated::
 
-    python -m memtrace_opt.config_docs --out docs/configuration.md     # regenerate
-    python -m memtrace_opt.config_docs --check docs/configuration.md   # exit 1 when stale
+    python -m memtrace_opt.configdoc --out docs/configuration.md     # regenerate
+    python -m memtrace_opt.configdoc --check docs/configuration.md   # exit 1 when stale
 """
 
 from __future__ import annotations
@@ -30,9 +30,13 @@ from annotated_types import Ge, Gt, Le, Lt, MaxLen, MinLen
 from pydantic import AfterValidator, BaseModel
 from pydantic.fields import FieldInfo
 
+from memtrace_opt.config import RunConfig
+from memtrace_opt.lm.config import ModelConfig
+from memtrace_opt.systems.registry import KNOWN_SYSTEMS, get_system
+
 __all__ = ["FieldDoc", "Section", "field_docs", "main", "render", "sections"]
 
-COMMAND = "python -m memtrace_opt.config_docs --out docs/configuration.md"
+COMMAND = "python -m memtrace_opt.configdoc --out docs/configuration.md"
 
 _INTRO = """\
 # Configuration reference
@@ -227,9 +231,6 @@ def field_docs(model: type[BaseModel], prefix: str) -> list[FieldDoc]:
 
 def _section_models() -> list[tuple[str, str, type[BaseModel]]]:
     """``(key prefix, title, model)`` for every section of a run config, in the order a config lists them."""
-    from memtrace_opt.config import RunConfig
-    from memtrace_opt.lm.config import ModelConfig
-
     out: list[tuple[str, str, type[BaseModel]]] = [("", "Top level", RunConfig)]
     for name, info in RunConfig.model_fields.items():
         model = _model_of(info.annotation)
@@ -250,8 +251,6 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
 
 def _system_settings() -> list[tuple[str, type[BaseModel]]]:
     """``(system name, settings model)`` for each built-in system, from the system registry."""
-    from memtrace_opt.systems.registry import KNOWN_SYSTEMS, get_system
-
     return [(name, get_system(name).settings_model) for name in KNOWN_SYSTEMS]
 
 
@@ -300,8 +299,8 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m memtrace_opt.config_docs [--out FILE | --check FILE]``: print, write or check the reference."""
-    parser = argparse.ArgumentParser(prog="python -m memtrace_opt.config_docs", description=__doc__.splitlines()[0])
+    """``python -m memtrace_opt.configdoc [--out FILE | --check FILE]``: print, write or check the reference."""
+    parser = argparse.ArgumentParser(prog="python -m memtrace_opt.configdoc", description=__doc__.splitlines()[0])
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--out", type=Path, help="write the reference to this file")
     group.add_argument("--check", type=Path, help="exit 1 when this file differs from the generated reference")
@@ -319,6 +318,3 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write(text)
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

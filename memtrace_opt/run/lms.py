@@ -1,14 +1,19 @@
 """The LMs a run uses: built from the config's ``models`` section, or injected (tests, the Python API's ``lms=``).
 
-One place for both, so every command (eval, optimize, attribute, bench-attribution) builds the same
-roles with the same cache and usage accounting, and a test can hand all of them scripted LMs at once.
+One place for both, so every run (eval, optimize, attribute, a Ray worker, bench-attribution) builds the
+same roles with the same cache and usage accounting, and a test can hand all of them scripted LMs at once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+
+from memtrace_opt.config import RunConfig
+from memtrace_opt.lm.base import LMClient
+from memtrace_opt.lm.factory import build_roles
+from memtrace_opt.lm.usage import UsageLedger
 
 __all__ = ["Injected", "RunLMs", "build_run_lms"]
 
@@ -22,36 +27,39 @@ class Injected:
     other's clients.
     """
 
-    lms: Mapping[str, Any]
-    resources: Mapping[str, Any] = field(default_factory=dict)
+    lms: Mapping[str, LMClient]
+    resources: Mapping[str, object] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, lms: Mapping[str, Any] | None, resources: Mapping[str, Any] | None = None) -> "Injected | None":
+    def of(cls, lms: Mapping[str, LMClient] | None,
+           resources: Mapping[str, object] | None = None) -> Injected | None:
         """An injection, or None when no clients are given (then the config's models are built)."""
         return None if lms is None else cls(dict(lms), dict(resources or {}))
 
 
+@dataclass(frozen=True)
 class RunLMs:
     """LM clients by role, the usage ledger that counts them (None when injected) and shared resources."""
 
-    def __init__(self, lms: dict[str, Any], ledger: Any, resources: dict[str, Any]) -> None:
-        self.lms, self.ledger, self.resources = lms, ledger, resources
+    lms: dict[str, LMClient]
+    ledger: UsageLedger | None
+    resources: dict[str, object]
 
 
-def build_run_lms(cfg: Any, cache_dir: Path, injected: Injected | None = None) -> RunLMs:
+def build_run_lms(cfg: RunConfig | None, cache_dir: Path, injected: Injected | None = None) -> RunLMs:
     """The ``injected`` LMs, or task/judge/reflection built from ``cfg.models`` with a disk cache in ``cache_dir``.
 
     ``attribution`` is an alias of the reflection role: the attribution agent is the run's strongest
-    configured model's job, like reflection.
+    configured model's job, like reflection. ``cfg`` may be None only with ``injected``.
     """
     if injected is not None:
         lms = dict(injected.lms)
-        lms.setdefault("reflection", lms.get("task"))
-        lms.setdefault("attribution", lms.get("reflection"))
+        for role, fallback in (("reflection", "task"), ("attribution", "reflection")):
+            if role not in lms and fallback in lms:
+                lms[role] = lms[fallback]
         return RunLMs(lms, None, dict(injected.resources))
-    from memtrace_opt.lm.factory import build_roles
-    from memtrace_opt.lm.usage import UsageLedger
-
+    if cfg is None:
+        raise ValueError("build_run_lms: a config or injected LMs are needed")
     ledger = UsageLedger()
     roles = build_roles(cfg.models.task, cfg.models.judge, cfg.models.reflection,
                         cache_dir=cfg.cache_dir or cache_dir, ledger=ledger)

@@ -28,7 +28,7 @@ quickstart: setup
 check: setup
 	$(BIN)/ruff check memtrace_opt systems optimizers tests experiments benchmarks
 	$(BIN)/mypy memtrace_opt/graph memtrace_opt/attribution memtrace_opt/loop memtrace_opt/run memtrace_opt/rundir \
-		memtrace_opt/campaign
+		memtrace_opt/campaign memtrace_opt/bench memtrace_opt/interop
 	$(BIN)/lint-imports
 
 # The checks, then the whole suite, real-model end-to-end tests included.

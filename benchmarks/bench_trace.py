@@ -7,7 +7,7 @@ Usage (from the repository root, with the project installed)::
     python benchmarks/bench_trace.py --out benchmarks/results/trace.json
 
 Prints one JSON object (the same as ``memtrace-opt bench-trace --json``). The measurements live in
-:mod:`memtrace_opt.commands.bench` so the installed CLI can run them without this directory.
+:mod:`memtrace_opt.bench.trace` so the installed CLI can run them without this directory.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
-from memtrace_opt.commands.bench import run_benchmarks
+from memtrace_opt.bench.trace import run_benchmarks
 
 
 def main() -> None:

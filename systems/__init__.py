@@ -4,8 +4,9 @@ The trace step of a run: each system is a list of registered operations, each LM
 its own named prompt, so the graph it records says which prompt every step used.
 
 ``get_system(name)`` resolves a config's ``system.name`` (importing the system's module on first
-use); ``run_conversation`` / ``evaluate_system`` run one through ingest → answer → judge with every
-step recorded in a memory evolution graph; ``make_rerun`` gives the same driver to replay.
+use); ``run_conversation`` (:mod:`.runner`) and ``evaluate_system`` (:mod:`.evaluate`) run one
+through ingest → answer → judge with every step recorded in a memory evolution graph;
+``make_rerun`` gives the same driver to replay.
 Importing this package loads no model and imports neither faiss nor mem0.
 """
 

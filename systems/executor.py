@@ -2,7 +2,7 @@
 
 Each conversation has its own tracer and graph, so conversations are independent units of work. An
 executor only decides where they run and yields ``(conversation id, ConversationRun)`` as each one
-finishes; :func:`memtrace_opt.systems.runner.evaluate_system` checkpoints them in the config's
+finishes; :func:`memtrace_opt.systems.evaluate.evaluate_system` checkpoints them in the config's
 conversation order, so every executor, with any number of workers, writes the same files.
 
 The optimizer uses the same executor for its graph jobs (:meth:`Executor.map_graphs`): each

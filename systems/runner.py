@@ -1,9 +1,11 @@
-"""Run a memory system on conversations, traced end to end: ingest, answer, judge, score.
+"""Run a memory system on one conversation, traced end to end: ingest, answer, judge, score.
 
 One driver (:func:`drive`) serves the first run, replay (:func:`make_rerun`) and whole-dataset
-evaluation (:func:`evaluate_system`), so a replayed graph is built by exactly the code that built
-the original. Judging happens inside the graph (op ``eval.judge``), so "which questions failed"
-is read off the graph and a replay re-judges only the answers that changed.
+evaluation (:func:`memtrace_opt.systems.evaluate.evaluate_system`), so a replayed graph is built by
+exactly the code that built the original. Judging happens inside the graph (op ``eval.judge``), so
+"which questions failed" is read off the graph and a replay re-judges only the answers that changed.
+Checking a config's settings and prompts lives in :mod:`.resolve`, a graph's usage figures in
+:mod:`memtrace_opt.graph.usage`.
 
 Typical use::
 
@@ -21,24 +23,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
-
-from memtrace_opt import rundir as rd
-from memtrace_opt.errors import ConfigError, GraphError
+from memtrace_opt.errors import GraphError
 from memtrace_opt.eval.metrics import bleu1, token_f1
-from memtrace_opt.eval.results import QAResult, summarize
-from memtrace_opt.systems.executor import ConversationJob, Executor, LocalExecutor
+from memtrace_opt.eval.results import QAResult
 from memtrace_opt.graph import MemoryGraph, Memo, Overrides, TraceStats, Tracer, Variable
 from memtrace_opt.graph.outcome import JudgedOutcome, graph_label, outcome_from, read_judged_outcome
 from memtrace_opt.lm.base import LMClient
 from memtrace_opt.systems.base import MemorySystem, SystemSettings
 from memtrace_opt.systems.judge_op import judge_answer
 from memtrace_opt.systems.registry import get_system
+from memtrace_opt.systems.resolve import resolve_prompts, resolve_settings
 
-__all__ = [
-    "ConversationRun", "EvaluationRun", "drive", "evaluate_system", "graph_stats", "make_rerun", "resolve_prompts",
-    "resolve_settings", "rerun_for", "results_from_graph", "run_conversation",
-]
+__all__ = ["ConversationRun", "drive", "make_rerun", "rerun_for", "results_from_graph", "run_conversation"]
 
 
 @dataclass
@@ -50,33 +46,6 @@ class ConversationRun:
     results: list[QAResult]
     stats: TraceStats = field(default_factory=TraceStats)
     wall_s: float = 0.0
-
-
-def resolve_settings(
-    system: type[MemorySystem], settings: Mapping[str, Any] | SystemSettings | None, *, source: str = "settings"
-) -> SystemSettings:
-    """Validate settings against the system's model; a bad key or value is a ConfigError naming ``source``
-    (the config file, when there is one) and the dotted field."""
-    if isinstance(settings, SystemSettings):
-        return settings
-    try:
-        return system.settings_model(**dict(settings or {}))
-    except ValidationError as err:
-        first = err.errors(include_url=False)[0]
-        where = ".".join(["system", "settings", *map(str, first["loc"])])
-        raise ConfigError(source, where, f"{first['msg']} (system {system.name!r})") from None
-
-
-def resolve_prompts(
-    system: type[MemorySystem], prompts: Mapping[str, str] | None, *, source: str = "prompts"
-) -> dict[str, str]:
-    """The system's full prompt set with ``prompts`` overriding; an unknown component is a ConfigError."""
-    full = system.prompts()
-    unknown = sorted(set(prompts or {}) - set(full))
-    if unknown:
-        raise ConfigError(source, f"system.prompts.{unknown[0]}",
-                          f"system {system.name!r} has no prompt component {unknown[0]!r}; known: {sorted(full)}")
-    return {**full, **dict(prompts or {})}
 
 
 def drive(
@@ -224,172 +193,3 @@ def rerun_for(graph: MemoryGraph, conversation: Any, *, resources: Mapping[str, 
         raise GraphError(f"graph questions {unknown[:3]} are not in conversation {conversation.id!r}")
     return make_rerun(meta["system"], conversation, [by_id[q] for q in meta["qa_ids"]], meta["settings"],
                       meta.get("judge", "llm"), use_audit=meta.get("use_audit", False), resources=resources)
-
-
-# -- many conversations -------------------------------------------------------------------------
-@dataclass
-class EvaluationRun:
-    """A whole evaluation: results of every question, the summary and usage written to the run dir."""
-
-    run_dir: Any
-    results: list[QAResult]
-    summary: dict[str, Any]
-    usage: dict[str, Any]
-    resumed: list[str] = field(default_factory=list)
-    wall_s: float = 0.0
-
-
-def graph_stats(graph: MemoryGraph) -> dict[str, Any]:
-    """What one conversation's graph cost and where it failed: LM usage per op name, failed ops."""
-    by_op: dict[str, dict[str, Any]] = {}
-    failed: dict[str, int] = {}
-    for op in graph.ops.values():
-        row = by_op.setdefault(op.name, {"ops": 0, "lm_calls": 0, "cached_calls": 0, "prompt_tokens": 0,
-                                         "completion_tokens": 0, "latency_s": 0.0})
-        row["ops"] += 1
-        for call in op.lm_calls:
-            if op.reused or call.cached:
-                row["cached_calls"] += 1
-                continue
-            row["lm_calls"] += 1
-            row["prompt_tokens"] += call.prompt_tokens
-            row["completion_tokens"] += call.completion_tokens
-            row["latency_s"] = round(row["latency_s"] + call.latency_s, 4)
-        if op.status == "failed":
-            failed[op.name] = failed.get(op.name, 0) + 1
-    return {"ops": len(graph.ops), "variables": len(graph.variables), "by_op": by_op, "failed_ops": failed,
-            "wall_s": graph.meta.get("wall_s", 0.0)}
-
-
-def _merge_stats(stats: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    by_op: dict[str, dict[str, Any]] = {}
-    failed: dict[str, int] = {}
-    for s in stats:
-        for name, row in s.get("by_op", {}).items():
-            acc = by_op.setdefault(name, {k: 0 for k in row})
-            for k, v in row.items():
-                acc[k] = round(acc.get(k, 0) + v, 4)
-        for name, n in s.get("failed_ops", {}).items():
-            failed[name] = failed.get(name, 0) + n
-    totals = {k: round(sum(row[k] for row in by_op.values()), 4)
-              for k in ("lm_calls", "cached_calls", "prompt_tokens", "completion_tokens", "latency_s")}
-    return {"totals": totals, "by_op": by_op, "failed_ops": failed,
-            "wall_s": round(sum(float(s.get("wall_s", 0.0)) for s in stats), 3)}
-
-
-def evaluate_system(
-    system_name: str,
-    conversations: Sequence[Any],
-    *,
-    lms: Mapping[str, LMClient],
-    run_dir: Any,
-    prompts: Mapping[str, str] | None = None,
-    settings: Mapping[str, Any] | SystemSettings | None = None,
-    judge: str = "llm",
-    use_audit: bool = False,
-    dataset: str | None = None,
-    run_id: str | None = None,
-    resume: bool = True,
-    ledger: Any = None,
-    resources: Mapping[str, Any] | None = None,
-    progress: bool = True,
-    workers: int = 1,
-    executor: Executor | None = None,
-) -> EvaluationRun:
-    """Run every conversation (its scored questions), checkpointing each graph and the results as it ends.
-
-    ``executor`` decides where conversations run (:mod:`memtrace_opt.systems.executor`; a Ray one ignores
-    ``lms`` and ``resources`` and builds its own from the config it was given); ``workers`` is short for
-    ``LocalExecutor(workers)``: > 1 runs conversations concurrently on a bounded thread pool (a served
-    model with as many slots decodes them in one batch; the in-process model serializes its calls, so
-    it gains nothing there). Each conversation has its own tracer, so graphs, ids and results are those
-    of a serial run, merged in the conversations' order, whatever the executor.
-
-    With ``resume`` a conversation listed as done in ``results.json`` whose graph file exists is not
-    re-run; its results and stats are read back. ``ledger`` (a UsageLedger) adds per-role LM usage
-    of this invocation to ``usage.json``; per-op usage always comes from the graphs.
-    """
-    if executor is not None and workers != 1:
-        raise ValueError("evaluate_system: give workers or an executor, not both")
-    executor = executor if executor is not None else LocalExecutor(workers)
-    run_id = run_id or uuid.uuid4().hex[:12]
-    job = ConversationJob(system_name, prompts, settings, judge, use_audit, run_id, dataset)
-    done = set(rd.done_conversations(run_dir)) if resume else set()
-    old_results = rd.read_results(run_dir) if done else []
-    old_stats = rd.read_conversation_stats(run_dir) if done else {}
-    by_conv: dict[str, list[QAResult]] = {}
-    stats: dict[str, dict[str, Any]] = {}
-    resumed: list[str] = []
-    order = [c.id for c in conversations]
-    start = time.perf_counter()
-
-    def checkpoint() -> list[QAResult]:
-        """Results of the finished conversations in the config's order (the same file whatever the workers)."""
-        merged = [r for cid in order if cid in by_conv for r in by_conv[cid]]
-        rd.write_results(run_dir, merged, {cid: stats[cid] for cid in order if cid in stats})
-        return merged
-
-    with _progress(progress, sum(len(c.scored_qa()) for c in conversations)) as advance:
-        todo = []
-        for conv in conversations:
-            if conv.id in done:
-                by_conv[conv.id] = [r for r in old_results if r.conversation == conv.id]
-                stats[conv.id] = old_stats.get(conv.id, {})
-                resumed.append(conv.id)
-                advance(conv.id, len(conv.scored_qa()))
-            else:
-                todo.append(conv)
-
-        def one(conv: Any) -> ConversationRun:
-            return run_conversation(system_name, conv, lms=lms, prompts=prompts, settings=settings, judge=judge,
-                                    use_audit=use_audit, run_id=run_id, dataset=dataset, resources=resources,
-                                    on_question=lambda qa, cid=conv.id: advance(cid, 1))
-
-        for conv_id, run in executor.each_finished(one, todo, job):
-            if not executor.reports_questions:  # it ran elsewhere: the bar moves when it ends
-                advance(conv_id, len(run.results))
-            rd.write_graph(run_dir, conv_id, run.graph)
-            by_conv[conv_id] = list(run.results)
-            stats[conv_id] = graph_stats(run.graph)
-            checkpoint()
-    results = checkpoint()
-    head = {"run_id": run_id, "system": system_name, "dataset": dataset, "judge": judge,
-            "conversations": [c.id for c in conversations]}
-    summary, usage = _write_totals(run_dir, head, results, list(stats.values()), ledger)
-    return EvaluationRun(run_dir, results, summary, usage, resumed, time.perf_counter() - start)
-
-
-def _write_totals(run_dir: Any, head: dict[str, Any], results: list[QAResult], stats: list[dict[str, Any]],
-                  ledger: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Write ``summary.json`` (scores, usage totals, failed ops, wall time) and ``usage.json``."""
-    merged = _merge_stats(stats)
-    usage = {"run_id": head["run_id"], "graphs": merged["totals"], "by_op": merged["by_op"],
-             "ledger": ledger.to_dict() if ledger is not None else None}
-    summary = {**head, **summarize(results), "lm_usage": merged["totals"], "failed_ops": merged["failed_ops"],
-               "failed_ops_total": sum(merged["failed_ops"].values()), "wall_s": merged["wall_s"]}
-    rd.write_usage(run_dir, usage)
-    rd.write_summary(run_dir, summary)
-    return summary, usage
-
-
-class _progress:
-    """A rich progress bar over questions (a no-op when disabled), as a context manager."""
-
-    def __init__(self, enabled: bool, total: int) -> None:
-        self.enabled, self.total = enabled, total
-        self._bar: Any = None
-
-    def __enter__(self) -> Callable[[str, int], None]:
-        if not self.enabled:
-            return lambda conv, n: None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                             TimeElapsedColumn(), transient=True)
-        self._bar.start()
-        task = self._bar.add_task("questions", total=self.total)
-        return lambda conv, n: self._bar.update(task, advance=n, description=f"{conv}")
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._bar is not None:
-            self._bar.stop()

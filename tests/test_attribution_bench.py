@@ -11,8 +11,8 @@ import pytest
 
 from memtrace_opt.attribution.aggregate import aggregate
 from memtrace_opt.attribution.baselines import BASELINES, Constant, make_baseline, match_op, normalise_type
-from memtrace_opt.attribution.bench import BenchCase, bench_payload, export_bench, label_real_failures, run_methods, score
-from memtrace_opt.attribution.benchcases import CaseBuilder
+from memtrace_opt.bench.attribution import BenchCase, bench_payload, export_bench, label_real_failures, run_methods, score
+from memtrace_opt.bench.cases import CaseBuilder
 from memtrace_opt.attribution.blame import AttributionCost, BlameSignal
 from memtrace_opt.attribution.failures import FailureCase, collect_failures
 from memtrace_opt.graph import MemoryGraph

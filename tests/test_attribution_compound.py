@@ -10,7 +10,7 @@ from memtrace_opt.attribution.aggregate import aggregate
 from memtrace_opt.attribution.blame import BlameSignal, ChainedFault
 from memtrace_opt.attribution.counterfactual import CounterfactualAttributor, merge_overrides
 from memtrace_opt.attribution.failures import collect_cases
-from memtrace_opt.attribution.inject import Injection, inject_case, plan_injections
+from memtrace_opt.bench.inject import Injection, inject_case, plan_injections
 from memtrace_opt.attribution.tracing import TracingAttributor
 from memtrace_opt.graph import Overrides
 from memtrace_opt.loop.blaming import round_blame

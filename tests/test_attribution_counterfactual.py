@@ -16,7 +16,7 @@ from memtrace_opt.attribution.counterfactual import (
     verify,
 )
 from memtrace_opt.attribution.failures import collect_cases, collect_failures
-from memtrace_opt.attribution.inject import inject_case, plan_injections
+from memtrace_opt.bench.inject import inject_case, plan_injections
 from memtrace_opt.attribution.content import TokenJudge
 from memtrace_opt.attribution.tracing import Candidate, TracingAttributor
 from memtrace_opt.graph import Overrides

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from memtrace_opt.attribution.bench import bench_payload, run_methods
-from memtrace_opt.attribution.benchcases import CaseBuilder
+from memtrace_opt.bench.attribution import bench_payload, run_methods
+from memtrace_opt.bench.cases import CaseBuilder
 from memtrace_opt.attribution.content import TokenJudge, make_fact
 from memtrace_opt.attribution.counterfactual import CounterfactualAttributor
 from memtrace_opt.attribution.failures import collect_cases
-from memtrace_opt.attribution.inject import inject_case
-from memtrace_opt.attribution.inject_hard import HARD_KINDS, plan_hard_injections, rewrite_fact
+from memtrace_opt.bench.inject import inject_case
+from memtrace_opt.bench.inject_hard import HARD_KINDS, plan_hard_injections, rewrite_fact
 from memtrace_opt.attribution.tracing import TracingAttributor
 from tests.test_attribution_system import ScriptLM, record_tt, rerun_tt
 
@@ -86,7 +86,7 @@ def test_the_hard_suite_is_reported_per_class(recorded):
 
 def test_a_meaning_edit_rewrites_what_was_said_never_who_said_it():
     """A negation once landed in the speaker field ("It is not true that john") and left the line as it was."""
-    from memtrace_opt.attribution.inject_hard import _negation_edit
+    from memtrace_opt.bench.inject_hard import _negation_edit
 
     line = {"turn_id": "D2:24", "speaker": "John", "text": "We made pizza! We had so much fun making them together."}
     fact = make_fact("message:D2:24@1", line, "What kind of meal did John and his family make together?", "pizza",
@@ -100,7 +100,7 @@ def test_a_meaning_edit_rewrites_what_was_said_never_who_said_it():
 def test_a_date_edit_moves_a_relatively_dated_event_and_the_judge_sees_it():
     """LoCoMo's turns date events relatively ("yesterday"), the session supplying the year: the date
     edit replaces that phrase, keeping every other word, and the content test no longer counts it."""
-    from memtrace_opt.attribution.inject_hard import _date_edit
+    from memtrace_opt.bench.inject_hard import _date_edit
     msg = {"speaker": "Caroline", "text": "I went to the support group yesterday and it was powerful.",
            "date": "1:56 pm on 8 May, 2023"}
     fact = make_fact("message:D1:3", msg, "When did Caroline go to the support group?", "7 May 2023",

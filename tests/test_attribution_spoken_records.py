@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from memtrace_opt.attribution.content import TokenJudge, make_fact, spoken
 from memtrace_opt.attribution.failures import collect_cases
-from memtrace_opt.attribution.inject import Injection, inject_case
+from memtrace_opt.bench.inject import Injection, inject_case
 from memtrace_opt.attribution.tracing import TracingAttributor
 from memtrace_opt.graph import Overrides, replay
 from memtrace_opt.systems.runner import rerun_for, run_conversation

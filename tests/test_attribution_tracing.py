@@ -10,7 +10,7 @@ import pytest
 from memtrace_opt.attribution.content import CascadeJudge, LLMContentJudge, TokenJudge, make_fact
 from memtrace_opt.attribution.evidence import evidence_recall_at_k, pseudo_evidence, rrf
 from memtrace_opt.attribution.failures import collect_cases, collect_failures
-from memtrace_opt.attribution.inject import inject_case, plan_injections
+from memtrace_opt.bench.inject import inject_case, plan_injections
 from memtrace_opt.attribution.tracing import TracingAttributor
 from memtrace_opt.lm.base import LMResult
 from tests.test_attribution_system import QAS, ScriptLM, record_tt, rerun_tt

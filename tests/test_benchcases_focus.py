@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memtrace_opt.attribution.benchcases import CaseBuilder
+from memtrace_opt.bench.cases import CaseBuilder
 from memtrace_opt.data import load_dataset
 from memtrace_opt.systems.runner import make_rerun, run_conversation
 from tests.test_attribution_cli import RESOURCES, lms

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from memtrace_opt import rundir as rd
-from memtrace_opt.systems.runner import evaluate_system
+from memtrace_opt.systems.evaluate import evaluate_system
 from tests.test_loop_fixtures import SYSTEM, TaskLM, accounted, conversations
 
 

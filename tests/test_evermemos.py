@@ -19,7 +19,8 @@ from memtrace_opt.graph.model import BOUNDARY, BUFFER, EMBEDDING, EXTRACTION, ME
 from memtrace_opt.systems import evermemos_prompts as P
 from memtrace_opt.systems.evermemos import EverMemOS
 from memtrace_opt.systems.registry import get_system
-from memtrace_opt.systems.runner import make_rerun, resolve_settings, run_conversation
+from memtrace_opt.systems.resolve import resolve_settings
+from memtrace_opt.systems.runner import make_rerun, run_conversation
 from tests.scripted_lm import HashEmbedder, ScriptedLM, prompt_text
 
 SETTINGS = {"boundary_check_every": 2}

@@ -137,12 +137,12 @@ def served(monkeypatch):
 def no_local_conversations(monkeypatch):
     """Make the driver unable to run a conversation itself: a Ray run must not fall back to it (the
     workers import the real module in their own processes)."""
-    from memtrace_opt.systems import runner
+    from memtrace_opt.systems import evaluate
 
     def refuse(*args, **kwargs):
         raise AssertionError("a conversation ran in the driver process")
 
-    monkeypatch.setattr(runner, "run_conversation", refuse)
+    monkeypatch.setattr(evaluate, "run_conversation", refuse)
 
 
 @pytest.mark.slow

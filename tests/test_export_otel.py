@@ -14,7 +14,7 @@ import pytest
 
 from memtrace_opt import rundir as rd
 from memtrace_opt.cli import main
-from memtrace_opt.export_otel import lm_identity
+from memtrace_opt.interop.otel import lm_identity
 from memtrace_opt.graph import MemoryGraph, Tracer
 from memtrace_opt.systems.runner import run_conversation
 from memtrace_opt.testing import ScriptedLM, judge_lm, make_conversation
@@ -127,7 +127,7 @@ def test_export_needs_exactly_one_target(run, capsys):
     assert "exactly one of --endpoint URL or --out FILE.json" in capsys.readouterr().err
 
 
-#: The gen_ai.* attributes the export may set, as registered in the GenAI conventions (export_otel.SEMCONV).
+#: The gen_ai.* attributes the export may set, as registered in the GenAI conventions (interop.otel.SEMCONV).
 REGISTERED = {
     "gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model", "gen_ai.usage.input_tokens",
     "gen_ai.usage.output_tokens", "gen_ai.usage.cache_read.input_tokens", "gen_ai.response.finish_reasons",

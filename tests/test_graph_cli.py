@@ -80,7 +80,7 @@ def test_empty_run_dir_is_an_error(tmp_path, capsys):
 
 
 def test_bench_measurements_small():
-    from memtrace_opt.commands.bench import measure_pipeline_overhead, measure_record_overhead, measure_save_load
+    from memtrace_opt.bench.trace import measure_pipeline_overhead, measure_record_overhead, measure_save_load
 
     rec = measure_record_overhead(calls=200, rounds=1)
     assert 0 < rec["record_overhead_us_median"] < 1000

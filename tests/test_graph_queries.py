@@ -106,7 +106,7 @@ def test_unknown_ids_are_graph_errors(g):
 
 
 def test_lineage_is_fast_on_a_10k_op_graph():
-    from memtrace_opt.commands.bench import synthetic_graph
+    from memtrace_opt.bench.synthetic import synthetic_graph
 
     g = synthetic_graph(10_000)
     answers = [v.id for v in g.variables.values() if v.category == "answer"]
@@ -118,7 +118,7 @@ def test_lineage_is_fast_on_a_10k_op_graph():
 
 @pytest.mark.slow
 def test_lineage_under_50ms_on_100k_ops():
-    from memtrace_opt.commands.bench import measure_lineage
+    from memtrace_opt.bench.trace import measure_lineage
 
     result = measure_lineage(n_ops=100_000)
     assert result["synthetic_ops"] >= 100_000

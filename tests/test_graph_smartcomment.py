@@ -11,8 +11,8 @@ import json
 import pytest
 
 from memtrace_opt.errors import GraphError
-from memtrace_opt.graph import import_smartcomment, lineage, unit_lifetime, validate
-from memtrace_opt.graph.smartcomment import from_smartcomment
+from memtrace_opt.graph import lineage, unit_lifetime, validate
+from memtrace_opt.interop.smartcomment import from_smartcomment, import_smartcomment
 
 COMMON = {"filename": "mem.py", "lineno": 3, "graph_id": "graph-1", "user_id": None, "project_id": None, "metadata": {}}
 

@@ -8,7 +8,7 @@ import pytest
 
 from memtrace_opt.attribution.counterfactual import replay_fix
 from memtrace_opt.attribution.failures import collect_cases, collect_failures
-from memtrace_opt.attribution.inject import Injection, inject_case
+from memtrace_opt.bench.inject import Injection, inject_case
 from memtrace_opt.attribution.tracing import Candidate
 from memtrace_opt.data.model import QA
 from memtrace_opt.errors import GraphError

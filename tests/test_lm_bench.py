@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memtrace_opt.lm_bench import measure_scoped_replay, measure_variants
+from memtrace_opt.bench.lm import measure_scoped_replay, measure_variants
 from tests.test_loop_fixtures import PROMPTS, TaskLM, conversations
 from tests.test_scoped_replay import SYSTEM, recorded
 
@@ -58,7 +58,7 @@ class LoggingTaskLM(TaskLM):
 
 
 def test_draft_acceptance_is_read_per_op_kind_and_refused_when_the_log_does_not_line_up():
-    from memtrace_opt.lm_bench import add_draft_acceptance
+    from memtrace_opt.bench.lm import add_draft_acceptance
 
     convs = conversations()
     conv = convs[0]
@@ -75,7 +75,7 @@ def test_draft_acceptance_is_read_per_op_kind_and_refused_when_the_log_does_not_
 def test_bench_lm_refuses_a_changed_prompt_the_system_does_not_have_before_loading_a_model():
     import pytest
 
-    from memtrace_opt.commands.bench_lm import run_bench_lm
+    from memtrace_opt.bench.lm_run import run_bench_lm
     from memtrace_opt.errors import ConfigError
 
     with pytest.raises(ConfigError, match="memcell_extraction") as info:
@@ -84,7 +84,7 @@ def test_bench_lm_refuses_a_changed_prompt_the_system_does_not_have_before_loadi
 
 
 def test_prefill_decode_split_per_op_kind_bounds_what_faster_decoding_can_gain():
-    from memtrace_opt.lm_bench import add_prefill_decode_split
+    from memtrace_opt.bench.lm import add_prefill_decode_split
 
     convs = conversations()
     conv = convs[0]
@@ -107,7 +107,7 @@ def test_prefill_decode_split_per_op_kind_bounds_what_faster_decoding_can_gain()
 
 
 def test_settings_variants_report_speed_and_accuracy_on_the_same_questions():
-    from memtrace_opt.lm_bench import Variant
+    from memtrace_opt.bench.lm import Variant
     from tests.test_mem0_system import QAS, SESSIONS, mem0_lm
     from tests.scripted_lm import make_conversation
 
@@ -127,7 +127,7 @@ def test_settings_variants_report_speed_and_accuracy_on_the_same_questions():
 def test_a_malformed_variant_or_setting_is_refused_naming_it_before_loading_a_model():
     import pytest
 
-    from memtrace_opt.commands.bench_lm import parse_variant, run_bench_lm
+    from memtrace_opt.bench.lm_run import parse_variant, run_bench_lm
     from memtrace_opt.errors import ConfigError
 
     assert parse_variant("s: turns_per_add=session, extract_max_tokens=768").settings == {

@@ -366,7 +366,7 @@ def test_session_level_ingestion_extracts_and_decides_once_per_session(conv, rec
 @pytest.mark.parametrize("value", [0, -2, "sessions", "all"])
 def test_turns_per_add_must_be_positive_or_session(value):
     from memtrace_opt.errors import ConfigError
-    from memtrace_opt.systems.runner import resolve_settings
+    from memtrace_opt.systems.resolve import resolve_settings
 
     with pytest.raises(ConfigError, match="system.settings.turns_per_add"):
         resolve_settings(Mem0System, {"turns_per_add": value})

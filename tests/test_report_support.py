@@ -23,7 +23,7 @@ from memtrace_opt.loop.artifacts import write_prompts
 from memtrace_opt.rundir import round_dir, write_json
 from memtrace_opt.loop.checkpoint import LoopState, RoundRecord, save_state
 from memtrace_opt.systems.judge_op import judge_answer
-from memtrace_opt.systems.runner import graph_stats
+from memtrace_opt.graph.usage import graph_stats
 from tests.toy_system import PROMPTS, PromptEchoLM
 
 SCRIPT = "<script>alert(1)</script>"

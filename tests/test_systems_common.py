@@ -12,7 +12,8 @@ from memtrace_opt.errors import ConfigError, GraphError
 from memtrace_opt.graph.model import GOLD, JUDGE, JUDGEMENT
 from memtrace_opt.systems.index import BM25Index, EmbeddingIndex, hybrid_rank, rrf_fuse
 from memtrace_opt.systems.registry import get_system, system_names
-from memtrace_opt.systems.runner import evaluate_system, make_rerun, rerun_for, results_from_graph, run_conversation
+from memtrace_opt.systems.evaluate import evaluate_system
+from memtrace_opt.systems.runner import make_rerun, rerun_for, results_from_graph, run_conversation
 from memtrace_opt.graph import replay
 from tests.scripted_lm import HashEmbedder, ScriptedLM, UnscriptedPrompt, judge_lm, make_conversation
 

@@ -1,4 +1,4 @@
-"""Attribution: blame each failed answer on its earliest decisive faulty operation, and measure how well.
+"""Attribution: blame each failed answer on its earliest decisive faulty operation.
 
 The step between the graph and the optimizer: a blame names the op, its error type and the prompt
 component it used, which is how the loop knows which prompt to edit.
@@ -11,8 +11,10 @@ component it used, which is how the loop knows which prompt to edit.
 - :mod:`.counterfactual` — verification by replay with the blamed op fixed.
 - :mod:`.baselines` — flat log, all-at-once, step-by-step, binary search (LLM methods).
 - :mod:`.methods` — every method by name (:func:`make_attribution_method`): the one factory.
-- :mod:`.inject`, :mod:`.bench`, :mod:`.benchcases` — the benchmark with injected ground truth.
 - :mod:`.aggregate` — blame grouped by prompt component, the optimizer's input.
+
+How well each method does is measured elsewhere: the fault injectors and the benchmark live in
+:mod:`memtrace_opt.bench`, which imports this package and is never imported by it.
 
 Names are imported lazily, so ``import memtrace_opt.attribution.blame`` stays light. (The aggregation
 function is ``memtrace_opt.attribution.aggregate.aggregate``: its module shares its name.)
@@ -31,8 +33,6 @@ _EXPORTS = {
     "CascadeJudge": "content", "ContentJudge": "content", "LLMContentJudge": "content", "TokenJudge": "content",
     "TracingAttributor": "tracing", "CounterfactualAttributor": "counterfactual",
     "make_baseline": "baselines", "BASELINES": "baselines", "make_attribution_method": "methods",
-    "plan_injections": "inject", "inject_case": "inject", "BenchCase": "bench", "bench_payload": "bench",
-    "export_bench": "bench", "run_methods": "bench", "score": "bench",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,19 +1,31 @@
 """``memtrace-opt bench-serve``: requests/s and tokens/s of a served model at concurrency 1, 2, 4.
 
-Without ``--url`` it starts the embedded model behind ``memtrace-opt serve``'s server (loopback, a
-fresh random key, ``--parallel`` slots) for the duration of the run; with ``--url`` it measures an
-endpoint already running (key from ``--api-key-env``). See :mod:`memtrace_opt.serve_bench`.
+Parses the options and runs :func:`memtrace_opt.bench.serve.run_bench_serve`: without ``--url`` it
+starts the embedded model behind ``memtrace-opt serve``'s server (loopback, a fresh random key,
+``--parallel`` slots) for the duration of the run; with ``--url`` it measures an endpoint already
+running (key from ``--api-key-env``). Prints one line per level, or the JSON with ``--json``.
 """
 
 from __future__ import annotations
 
-import os
-import secrets
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
+from memtrace_opt.errors import ConfigError
+
 __all__ = ["register"]
+
+
+def _levels(text: str) -> list[int]:
+    """``"1,2,4"`` → ``[1, 2, 4]``; anything else is a ConfigError naming ``--levels``."""
+    try:
+        wanted = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError("--levels", None, f"expected comma-separated integers, got {text!r}") from None
+    if not wanted or min(wanted) < 1:
+        raise ConfigError("--levels", None, f"expected positive concurrency levels, got {text!r}")
+    return wanted
 
 
 def register(app: typer.Typer) -> None:
@@ -36,37 +48,13 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
     ) -> None:
         """Measure a served model's throughput at several client concurrencies (ratios to the first level)."""
+        from memtrace_opt.bench.serve import run_bench_serve
         from memtrace_opt.commands.console import Reporter
-        from memtrace_opt.errors import ConfigError
-        from memtrace_opt.lm.config import ModelConfig
-        from memtrace_opt.lm.factory import build_base
-        from memtrace_opt.serve_bench import measure_levels
 
         report = Reporter(quiet=quiet, as_json=as_json)
-        try:
-            wanted = [int(x) for x in levels.split(",") if x.strip()]
-        except ValueError:
-            raise ConfigError("--levels", None, f"expected comma-separated integers, got {levels!r}") from None
-        if not wanted or min(wanted) < 1:
-            raise ConfigError("--levels", None, f"expected positive concurrency levels, got {levels!r}")
-        served: Any = None
-        if url is None:
-            from memtrace_opt.lm.serve import start_server
-
-            api_key_env = "MEMTRACE_BENCH_SERVE_KEY"
-            os.environ[api_key_env] = secrets.token_urlsafe(16)
-            report.say(f"bench-serve: starting the embedded {model} with {parallel} slot(s)")
-            served = start_server(model=model, api_key_env=api_key_env, n_parallel=parallel, n_ctx=2048)
-            url, model = served.base_url, served.model
-        try:
-            client = build_base(ModelConfig(provider="openai_compatible", model=model, api_base=url,
-                                            api_key_env=api_key_env, num_retries=0))
-            result = measure_levels(client, wanted, requests=requests, max_tokens=max_tokens,
-                                    progress=report.progress)
-        finally:
-            if served is not None:
-                served.close()
-        result["slots"] = parallel if served is not None else None
+        wanted = _levels(levels)
+        result = run_bench_serve(url=url, model=model, api_key_env=api_key_env, parallel=parallel, levels=wanted,
+                                 requests=requests, max_tokens=max_tokens, progress=report.progress)
         lines = [f"concurrency {r['concurrency']}: {r['requests_per_s']} req/s (x{r['requests_per_s_ratio']}), "
                  f"{r['tokens_per_s']} tok/s (x{r['tokens_per_s_ratio']})" for r in result["levels"]]
         report.result(result, *lines)

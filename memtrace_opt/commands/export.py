@@ -1,4 +1,4 @@
-"""``memtrace-opt export otel RUN_DIR``: the run's graphs as OpenTelemetry traces (see :mod:`memtrace_opt.export_otel`)."""
+"""``memtrace-opt export otel RUN_DIR``: the run's graphs as OpenTelemetry traces (see :mod:`memtrace_opt.interop.otel`)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
                                               help="Include message, memory, query and answer text in spans.")] = True,
     ) -> None:
         """One span per operation (GenAI and OpenInference attributes), sessions as parents, blame as events."""
-        from memtrace_opt.export_otel import export_run
+        from memtrace_opt.interop.otel import export_run
 
         count = export_run(run_dir, endpoint=endpoint, out=out, content=content)
         typer.echo(f"exported {count} spans to {endpoint or out}")

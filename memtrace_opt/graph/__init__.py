@@ -34,7 +34,6 @@ from memtrace_opt.graph.queries import (
 )
 from memtrace_opt.graph.cone import upstream_cone
 from memtrace_opt.graph.replay import ReplayResult, changed_answers, replay
-from memtrace_opt.graph.smartcomment import import_smartcomment
 from memtrace_opt.graph.tracer import End, Memo, New, Next, Overrides, TraceStats, Tracer
 from memtrace_opt.graph.validate import problems, validate
 
@@ -42,7 +41,7 @@ __all__ = [
     "End", "JudgedOutcome", "LMCall", "Memo", "MemoryGraph", "MissingOutcomeError", "New", "Next", "OpContext",
     "OpFailure", "OpLogEntry", "OpSpec", "OpView", "Operation", "Overrides", "PromptRef", "REGISTRY", "ReplayResult",
     "SessionRecord", "TraceStats", "Tracer", "UnitEvent", "Variable", "changed_answers", "flat_op_log",
-    "forward_impact", "import_smartcomment", "lineage", "lineage_messages", "list_graphs", "live_units", "load_graph",
+    "forward_impact", "lineage", "lineage_messages", "list_graphs", "live_units", "load_graph",
     "load_json", "op_subgraph", "operation", "problems", "question_slice", "read_judged_outcome", "replay",
     "save_graph", "save_json", "split_var_id", "unit_lifetime", "upstream_cone", "validate", "var_id",
 ]

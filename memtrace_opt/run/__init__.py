@@ -18,7 +18,7 @@ What each step is made of:
 - :mod:`.assemble` — config → checked config, run dir, dataset slice, split (no model loaded yet);
 - :mod:`.lms` — the run's LM clients by role, built from the config or injected;
 - :mod:`.executors` — where conversations run (this process, or Ray tasks);
-- :mod:`.evaluating` — :func:`evaluate` → :class:`~memtrace_opt.systems.runner.EvaluationRun`;
+- :mod:`.evaluating` — :func:`evaluate` → :class:`~memtrace_opt.systems.evaluate.EvaluationRun`;
 - :mod:`.attributing` — :func:`attribute` → :class:`~memtrace_opt.rundir.BlameReport`;
 - :mod:`.optimizing` — :func:`optimize` (the loop, then the held-out attribution) → :class:`OptimizeRun`;
 - :mod:`.comparing` — :func:`compare` → a list of :class:`~memtrace_opt.loop.compare.CompareRow`.
@@ -33,7 +33,7 @@ from memtrace_opt.run.comparing import compare
 from memtrace_opt.run.evaluating import evaluate
 from memtrace_opt.run.lms import Injected
 from memtrace_opt.run.optimizing import OptimizeRun, optimize
-from memtrace_opt.systems.runner import EvaluationRun
+from memtrace_opt.systems.evaluate import EvaluationRun
 
 __all__ = ["BlameReport", "CompareRow", "EvaluationRun", "Injected", "OptimizeRun", "attribute", "compare",
            "evaluate", "optimize"]

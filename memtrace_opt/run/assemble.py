@@ -13,7 +13,7 @@ from memtrace_opt.data import load_dataset, select
 from memtrace_opt.data.model import Conversation, Dataset
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.systems.registry import get_system
-from memtrace_opt.systems.runner import resolve_prompts, resolve_settings
+from memtrace_opt.systems.resolve import resolve_prompts, resolve_settings
 
 __all__ = ["as_config", "dataset_slice", "load_conversations", "prepare_run", "split_conversations"]
 

@@ -16,7 +16,7 @@ from memtrace_opt.lm.base import LMClient
 from memtrace_opt.run.assemble import dataset_slice, prepare_run, split_conversations
 from memtrace_opt.run.executors import make_executor, refuse_ray_with_injected
 from memtrace_opt.run.lms import Injected, build_run_lms
-from memtrace_opt.systems.runner import EvaluationRun, evaluate_system
+from memtrace_opt.systems.evaluate import EvaluationRun, evaluate_system
 
 __all__ = ["evaluate"]
 

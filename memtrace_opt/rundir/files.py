@@ -102,7 +102,7 @@ def write_results(run_dir: str | Path, results: Iterable[QAResult],
     """Save per-question results and the conversations they complete (the checkpoint).
 
     ``conversations`` maps each finished conversation id to its stats (see
-    :func:`memtrace_opt.systems.runner.graph_stats`), or is a plain list of ids.
+    :func:`memtrace_opt.graph.usage.graph_stats`), or is a plain list of ids.
     """
     stats = dict(conversations) if isinstance(conversations, Mapping) else {c: {} for c in conversations}
     return write_json(Path(run_dir) / RESULTS_FILE, {"format": RESULTS_FORMAT, "conversations": list(stats),

@@ -19,10 +19,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from memtrace_opt.attribution.bench import BenchCase, label_real_failures
 from memtrace_opt.attribution.failures import FailureCase, collect_cases
-from memtrace_opt.attribution.inject import INJECTABLE, inject_case, plan_injections
-from memtrace_opt.attribution.inject_hard import HARD_KINDS, plan_hard_injections
+from memtrace_opt.bench.attribution import BenchCase, label_real_failures
+from memtrace_opt.bench.inject import INJECTABLE, inject_case, plan_injections
+from memtrace_opt.bench.inject_hard import HARD_KINDS, plan_hard_injections
 from memtrace_opt.graph import MemoryGraph
 from memtrace_opt.graph.replay import Rerun
 from memtrace_opt.lm.base import LMClient

@@ -14,8 +14,8 @@ independent benchmark were subtler; each class here reproduces one, with its gro
 - ``trim``: an update of a unit holding two evidence facts drops one → UpdateError at that update.
 - ``judged-wrongly``: a correct answer scored wrong by the judge → JudgeError at the judge op.
 
-Every planner returns an :class:`~memtrace_opt.attribution.inject.Injection` (its ``kind`` is the
-class) or the reason it could not; :func:`~memtrace_opt.attribution.inject.inject_case` replays it
+Every planner returns an :class:`~memtrace_opt.bench.inject.Injection` (its ``kind`` is the
+class) or the reason it could not; :func:`~memtrace_opt.bench.inject.inject_case` replays it
 and keeps it only if the answer then fails.
 """
 
@@ -26,11 +26,11 @@ from typing import Any, Callable, Sequence
 
 from memtrace_opt.attribution.content import ContentJudge, Fact, TokenJudge
 from memtrace_opt.attribution.failures import FailureCase
-from memtrace_opt.attribution.inject import Injection, _facts, _holds, _unit_updates, drop_fact
 from memtrace_opt.attribution.priors import prior_for
 from memtrace_opt.attribution.text import METADATA_KEYS, content_tokens
 from memtrace_opt.attribution.view import answer_ops
 from memtrace_opt.attribution.walk import forward_walk
+from memtrace_opt.bench.inject import Injection, _facts, _holds, _unit_updates, drop_fact
 from memtrace_opt.graph import MemoryGraph, Overrides
 from memtrace_opt.graph.model import EXTRACTION, JUDGE, MEMORY_UNIT, QA, QUERY, split_var_id
 

@@ -13,8 +13,8 @@ Two measurements, each a ratio against the current configuration taken in the sa
   replay and by scoped replay (:mod:`memtrace_opt.graph.replay`): LM calls, executed ops, seconds,
   and whether the scored answers agree.
 
-The LM comes from a factory, so tests run both on scripted models; ``memtrace-opt bench-lm`` runs
-them on the embedded model without a disk cache (a cache would time the cache).
+The LM comes from a factory, so tests run both on scripted models; ``memtrace-opt bench-lm``
+(:mod:`.lm_run`) runs them on the embedded model without a disk cache (a cache would time the cache).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 from memtrace_opt.graph import MemoryGraph, Overrides, replay
 from memtrace_opt.graph.model import EXTRACTION
 from memtrace_opt.lm.base import LMClient
+from memtrace_opt.systems.runner import make_rerun, run_conversation
 
 __all__ = ["Variant", "add_draft_acceptance", "add_prefill_decode_split", "differing_outputs",
            "measure_scoped_replay", "measure_variants", "op_kind_stats"]
@@ -94,7 +95,7 @@ def add_prefill_decode_split(ops: dict[str, dict[str, Any]], graph: MemoryGraph,
     if pairs is None:
         return None
     keys = ("prefill_tokens", "prefill_s", "decode_tokens", "decode_s")
-    totals = dict.fromkeys(keys, 0.0)
+    totals: dict[str, Any] = dict.fromkeys(keys, 0.0)
     for name, entry in pairs:
         row = ops[name]
         for key, value in zip(keys, entry):
@@ -169,8 +170,6 @@ def measure_variants(system: str, conversation: Any, qas: Sequence[Any], make_lm
     """One run per variant (a bare string is a speculative mode with default settings); the first is the
     baseline every ratio is taken against. ``make_lm(mode)`` gives each run a fresh LM, so no run reads
     another's prompt cache; ``judge`` scores the questions (an LLM judge uses the same LM)."""
-    from memtrace_opt.systems.runner import run_conversation
-
     runs = [v if isinstance(v, Variant) else Variant(v, v) for v in variants]
     if len({v.label for v in runs}) != len(runs):
         raise ValueError(f"variant labels must differ: {[v.label for v in runs]}")
@@ -216,8 +215,6 @@ def measure_variants(system: str, conversation: Any, qas: Sequence[Any], make_lm
 def measure_scoped_replay(system: str, conversation: Any, graph: MemoryGraph, qas: Sequence[Any],
                           changed: Mapping[str, str], lm: LMClient) -> dict[str, Any]:
     """Score ``changed`` prompts on ``qas`` by scoped replay, then by full replay, from ``graph``."""
-    from memtrace_opt.systems.runner import make_rerun
-
     rerun = make_rerun(system, conversation, list(qas), graph.meta.get("settings"), "deterministic")
     rows: dict[str, Any] = {}
     answers: dict[str, dict[str, Any]] = {}

@@ -23,10 +23,12 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 from memtrace_opt.attribution.blame import BlameSignal
 from memtrace_opt.attribution.content import Holding, TokenJudge
 from memtrace_opt.attribution.counterfactual import CounterfactualAttributor
+from memtrace_opt.attribution.evidence import evidence_recall_at_k, pseudo_evidence
 from memtrace_opt.attribution.failures import FailureCase
-from memtrace_opt.attribution.inject import InjectedCase
 from memtrace_opt.attribution.tracing import TracingAttributor
+from memtrace_opt.bench.inject import InjectedCase
 from memtrace_opt.graph import MemoryGraph, Overrides, queries
+from memtrace_opt.graph.io_json import save_json
 from memtrace_opt.graph.replay import Rerun
 
 __all__ = ["Attributor", "BenchCase", "annotation", "bench_payload", "evidence_recall", "export_bench",
@@ -181,8 +183,6 @@ def bench_payload(results: Mapping[str, Sequence[tuple[BenchCase, BlameSignal]]]
 
 def evidence_recall(cases: Sequence[BenchCase], embed: Any, *, k: int = 8) -> dict[str, Any]:
     """Mean recall@k of pseudo-evidence against the annotated evidence, over cases that have some."""
-    from memtrace_opt.attribution.evidence import evidence_recall_at_k, pseudo_evidence
-
     recalls = [evidence_recall_at_k(pseudo_evidence(bc.graph, bc.case.question, bc.case.gold, top=k, embed=embed),
                                     bc.case.evidence, k)
                for bc in cases if bc.case.evidence_vars(bc.graph)]
@@ -202,8 +202,6 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 def export_bench(cases: Sequence[BenchCase], out_dir: str | Path) -> list[Path]:
     """Write one graph file per distinct graph under ``out_dir/<system>/``, annotations in its meta."""
-    from memtrace_opt.graph.io_json import save_json
-
     groups: dict[int, list[BenchCase]] = defaultdict(list)
     for bc in cases:
         groups[id(bc.graph)].append(bc)

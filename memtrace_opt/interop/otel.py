@@ -46,12 +46,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from memtrace_opt import rundir as rd
+from memtrace_opt.atomic import atomic_write_text
 from memtrace_opt.errors import ConfigError
+from memtrace_opt.graph.io_json import load_json
 from memtrace_opt.graph.model import (
     DELETION, EMBEDDING, JUDGE, MEMORY_UNIT, QUERY, RETRIEVAL, UPDATE, LMCall, MemoryGraph, Operation, Variable,
 )
+from memtrace_opt.rundir.schemas import read_blame
 
-__all__ = ["MEMORY_OPERATIONS", "SEMCONV", "export_graphs", "export_run", "lm_identity", "operation_name"]
+__all__ = ["MEMORY_OPERATIONS", "SCOPE", "SEMCONV", "export_graphs", "export_run", "lm_identity", "operation_name"]
 
 #: Where the attribute names below were read (model/gen-ai/registry.yaml and spans.yaml there).
 SEMCONV = "open-telemetry/semantic-conventions-genai at 002c8a6 (memory operations: PR #140, unreleased)"
@@ -62,6 +66,9 @@ _BY_CATEGORY: Mapping[str, str] = {RETRIEVAL: "search_memory", EMBEDDING: "embed
 _OPENINFERENCE_KIND: Mapping[str, str] = {"search_memory": "RETRIEVER", "embeddings": "EMBEDDING"}
 #: Input roles and params that hold a search's query text (mem0's dedupe search queries by ``fact``).
 _QUERY_KEYS = ("query", "queries", "question", "fact")
+#: The instrumentation scope of every span: this module's name before it moved to interop/, kept so traces
+#: exported before and after the move group under one scope in a backend.
+SCOPE = "memtrace_opt.export_otel"
 _TICK_NS = 1_000_000
 _MAX_VALUE = 4000
 
@@ -219,7 +226,7 @@ def export_graphs(graphs: Iterable[MemoryGraph], exporter: Any, *, blame: Iterab
 
     provider = _require_sdk()(resource=Resource.create({"service.name": service}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("memtrace_opt.export_otel")
+    tracer = provider.get_tracer(SCOPE)
     blamed = _blame_index(blame)
     count = 0
     base = time.time_ns()
@@ -237,7 +244,10 @@ def _export_graph(graph: MemoryGraph, tracer: Any, trace: Any, blamed: Mapping[s
 
     ops = sorted(graph.ops.values(), key=lambda o: o.time)
     durations = {o.id: max(_TICK_NS // 2, int(sum(c.latency_s for c in o.lm_calls) * 1e9)) for o in ops}
-    end_of = lambda o: base + o.time * _TICK_NS + durations[o.id]  # noqa: E731
+
+    def end_of(o: Operation) -> int:
+        return base + o.time * _TICK_NS + durations[o.id]
+
     last = max((end_of(o) for o in ops), default=base + _TICK_NS)
     conv = str(graph.meta.get("conversation_id") or graph.meta.get("run_id") or "graph")
     store = f"{graph.meta.get('system') or 'memory'}/{conv}"
@@ -286,10 +296,6 @@ def export_run(run_dir: str | Path, *, endpoint: str | None = None, out: str | P
                content: bool = True, headers: Mapping[str, str] | None = None) -> int:
     """Export every graph of ``run_dir`` (with its ``blame.json``) to an OTLP/HTTP ``endpoint`` (a base
     URL; ``/v1/traces`` is added when missing) or to a JSON file ``out``; returns the span count."""
-    from memtrace_opt import rundir as rd
-    from memtrace_opt.graph.io_json import load_json
-    from memtrace_opt.rundir.schemas import read_blame
-
     if (endpoint is None) == (out is None):
         raise ConfigError("export otel", None, "give exactly one of --endpoint URL or --out FILE.json")
     _require_sdk()
@@ -311,7 +317,5 @@ def export_run(run_dir: str | Path, *, endpoint: str | None = None, out: str | P
     memory = InMemorySpanExporter()
     count = export_graphs(graphs, memory, blame=signals, content=content)
     spans = [json.loads(s.to_json()) for s in memory.get_finished_spans()]
-    from memtrace_opt.atomic import atomic_write_text
-
     atomic_write_text(Path(out), json.dumps({"spans": spans}, indent=1, ensure_ascii=False))  # type: ignore[arg-type]
     return count

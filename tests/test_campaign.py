@@ -384,3 +384,22 @@ def test_answers_are_saved_while_a_method_runs_and_on_sigterm(tmp_path, referenc
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(1)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_sigint_stops_a_campaign_started_in_the_background():
+    """A shell starts ``nohup ... &`` with SIGINT ignored, so Python has no Ctrl-C handler: the campaign
+    still turns ``kill -INT`` into the interrupt that exports, and leaves the ignore as it found it."""
+    import os
+    import signal
+    import time
+
+    from memtrace_opt.commands.campaign import _sigterm_as_interrupt
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with pytest.raises(KeyboardInterrupt), _sigterm_as_interrupt():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)

@@ -37,7 +37,11 @@ def status_table(report: Any) -> Any:
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM (a machine being taken away, ``kill``) stops the campaign as Ctrl-C does: the paid-for LM
-    answers are exported on the way out instead of the process dying without its ``finally``."""
+    answers are exported on the way out instead of the process dying without its ``finally``.
+
+    SIGINT too when it is ignored: a shell starts a background job (``nohup ... &``) with SIGINT ignored,
+    and Python then installs no Ctrl-C handler, so ``kill -INT`` would do nothing at all.
+    """
 
     def interrupt(_signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt
@@ -45,11 +49,13 @@ def _sigterm_as_interrupt() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    signals = [signal.SIGTERM] + ([signal.SIGINT] if signal.getsignal(signal.SIGINT) == signal.SIG_IGN else [])
+    previous = {sig: signal.signal(sig, interrupt) for sig in signals}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def register(app: typer.Typer) -> None:

@@ -18,7 +18,7 @@ import json
 import re
 from typing import Any, Iterable, Literal, Mapping
 
-from memtrace_opt.attribution.blame import BlameSignal
+from memtrace_opt.attribution.blame import UNATTRIBUTED_METHOD, BlameSignal
 from memtrace_opt.graph import MemoryGraph
 from memtrace_opt.optimizers.cases import CaseTrace
 
@@ -175,5 +175,5 @@ def unattributed_signal(t: CaseTrace) -> BlameSignal:
         case_id=t.case.qa_id, question=t.question, gold=t.gold, prediction=t.prediction,
         error_type="ResponseError", op_id=qa_op, prompt_component=None,
         reason="unattributed ablation: every failure is labelled ResponseError and sent to all prompts",
-        method="unattributed", confidence=0.0,
+        method=UNATTRIBUTED_METHOD, confidence=0.0,
     )

@@ -251,6 +251,23 @@ def test_failed_attribution_and_bad_blame_records_are_shown(tmp_path: Path, run_
     assert 'data-filter="AttributionFailed"' in html and "the attribution method gave no answer" in html
 
 
+def test_unattributed_labels_are_shown_as_sent_to_every_prompt(tmp_path: Path, run_dir: Path) -> None:
+    """The unattributed ablation labels every failure with no prompt component because it sends it to every
+    prompt: the report must not chart or explain those labels as "no prompt, not optimizable"."""
+    root = tmp_path / "unattributed"
+    shutil.copytree(run_dir, root)
+    payload = json.loads((root / "blame.json").read_text())
+    for rec in payload["signals"]:
+        rec.update(method="unattributed", prompt_component=None, error_type="ResponseError")
+    (root / "blame.json").write_text(json.dumps(payload))
+    html = render_report(root).read_text()
+    labels = len(payload["signals"])
+    assert "every prompt (unattributed)" in html
+    assert f"{labels} are the unattributed ablation&#x27;s labels" in html  # the lead, escaped
+    assert "no prompt (unoptimizable)" not in html and "not optimizable</b>" not in html
+    assert html.count("the unattributed ablation's label (no operation was blamed)") == labels  # one per question
+
+
 def test_report_out_an_existing_directory_writes_into_it(tmp_path: Path, run_dir: Path) -> None:
     from memtrace_opt.cli import main
 

@@ -50,6 +50,10 @@ class ChainedFault:
     rescued: bool | None = None
 
 
+#: The ``method`` of the unattributed ablation's signals: a label sent to every prompt, not an attribution.
+UNATTRIBUTED_METHOD = "unattributed"
+
+
 @dataclass(frozen=True)
 class BlameSignal:
     """Attribution of one failed question to its earliest decisive faulty operation."""
@@ -76,6 +80,12 @@ class BlameSignal:
     def optimizable(self) -> bool:
         """Blame can reach the optimizer only through a prompt component."""
         return self.prompt_component is not None
+
+    @property
+    def sent_to_every_prompt(self) -> bool:
+        """An unattributed ablation's label, not a blame: no op was found at fault, and the optimizer sends
+        the failure to every prompt (so "no prompt component" here does not mean "not optimizable")."""
+        return self.method == UNATTRIBUTED_METHOD
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from memtrace_opt.attribution.blame import UNATTRIBUTED_METHOD
 from memtrace_opt.errors import DatasetError
 from memtrace_opt.loop.artifacts import diff_stats, prompt_diff
 from memtrace_opt.rundir import CHECKPOINT_FILE, read_blame, read_checkpoint, round_blame_files
@@ -32,7 +33,7 @@ __all__ = ["NO_PROMPT", "UNATTRIBUTED_LABEL", "RunRouting", "blame_share", "chan
 
 NO_PROMPT = "(no prompt)"
 #: the ``method`` of the unattributed ablation's signals: a label for every prompt, not an attribution
-UNATTRIBUTED_LABEL = "unattributed"
+UNATTRIBUTED_LABEL = UNATTRIBUTED_METHOD
 
 
 @dataclass(frozen=True)

@@ -142,8 +142,12 @@ def _why(f: FailedQuestion, b: BlameSignal | None) -> str:
     if b is None:
         return ("<div class='reason none'>Not attributed: run <code>memtrace-opt attribute</code> to find the "
                 "faulty operation.</div>")
-    target = (f"prompt <code>{esc(b.prompt_component)}</code>" if b.prompt_component
-              else "no prompt: <b>not optimizable</b> by prompt rewriting")
+    if b.sent_to_every_prompt:
+        target = "<b>every prompt</b>: the unattributed ablation's label (no operation was blamed)"
+    elif b.prompt_component:
+        target = f"prompt <code>{esc(b.prompt_component)}</code>"
+    else:
+        target = "no prompt: <b>not optimizable</b> by prompt rewriting"
     if b.counterfactual_rescued is True:
         cf = "<span class='cf yes'>✓ counterfactual: correcting this op rescues the answer</span>"
     elif b.counterfactual_rescued is False:
@@ -156,7 +160,7 @@ def _why(f: FailedQuestion, b: BlameSignal | None) -> str:
     return (f"<div class='reason' style='--c:{error_color(b.error_type)}'><div class='rtitle'>"
             f"{error_tag(b.error_type)} <span class='muted'>{esc(help_)}</span></div><p>{esc(b.reason)}</p>"
             f"{_chain(b)}"
-            f"<div class='rmeta'>blamed op <code>{esc(b.op_id or '—')}</code> · {target} · {cf}<br>"
+            f"<div class='rmeta'>{'labelled' if b.sent_to_every_prompt else 'blamed'} op <code>{esc(b.op_id or '—')}</code> · {target} · {cf}<br>"
             f"<span class='muted'>method {esc(b.method)} · confidence {num(b.confidence, 2)} · "
             f"{count(b.cost.llm_calls)} LLM calls · {duration(b.cost.seconds)} · {count(b.cost.replays)} replays"
             f"</span></div></div>")

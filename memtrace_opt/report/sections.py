@@ -35,6 +35,13 @@ def _rows(signals: list[BlameSignal], key: Any) -> list[tuple[str, Counter[str]]
     return sorted(groups.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
 
 
+def _component_label(s: BlameSignal) -> str:
+    """The prompt-component bar a signal counts in: an unattributed label reaches every prompt, not none."""
+    if s.sent_to_every_prompt:
+        return "every prompt (unattributed)"
+    return s.prompt_component or "no prompt (unoptimizable)"
+
+
 def errors_section(data: RunData) -> str:
     """Error-type distribution per system, per operation, per prompt component and per optimization round."""
     from_rounds = not data.blame
@@ -45,19 +52,23 @@ def errors_section(data: RunData) -> str:
     system = data.system or "this run"
     charts = [("per system", _rows(signals, lambda s: system)),
               ("per blamed operation", _rows(signals, lambda s: op_name(s.op_id))),
-              ("per prompt component", _rows(signals, lambda s: s.prompt_component or "no prompt (unoptimizable)"))]
+              ("per prompt component", _rows(signals, _component_label))]
     if data.round_blame:
         per_round = [(f"round {k}", Counter(s.error_type for s in signals_k))
                      for k, signals_k in sorted(data.round_blame.items())]
         charts.append(("per optimization round (training failures)", per_round))
     optimizable = sum(s.optimizable for s in signals)
+    labels = sum(s.sent_to_every_prompt for s in signals)
+    routed = (f"{labels} are the unattributed ablation's labels (no op blamed; sent to every prompt)"
+              + (f", {optimizable} blame an op with a prompt the optimizer can rewrite" if optimizable else "")
+              if labels else f"{optimizable} blame an op with a prompt the optimizer can rewrite")
     rescued = [s.counterfactual_rescued for s in signals if s.counterfactual_rescued is not None]
     cf = (f" Counterfactual replay confirmed {sum(rescued)} of {len(rescued)} checked blames." if rescued else "")
     where = " during the optimization rounds" if from_rounds else ""
     blocks = "".join(f"<div class='card chart-card'><h3>{esc(title)}</h3>{stacked_bars(rows, order)}</div>"
                      for title, rows in charts)
     return (f"<section id='errors'><h2>Where the errors come from</h2><p class='lead'>{len(signals)} failed questions "
-            f"attributed{esc(where)}; {optimizable} blame an op with a prompt the optimizer can rewrite.{esc(cf)}</p>"
+            f"attributed{esc(where)}; {esc(routed)}.{esc(cf)}</p>"
             f"{error_legend(order)}<div class='grid2'>{blocks}</div></section>")
 
 

@@ -34,7 +34,9 @@ def test_none_is_the_validation_baseline_and_one_heldout_pass(tmp_path):
 def test_a_one_prompt_system_never_pays_for_reingestion_and_rows_scale_with_the_costs(tmp_path):
     costs = bench_file(tmp_path)
     (gepa,) = run_estimate(QUICKSTART, costs, methods=("attributed",))["methods"]  # long_context: one prompt
-    assert gepa["reingestion_s"] == 0 and gepa["rollout_s"] == 128 * 3.0
+    # 2 rounds share 128 - 12 = 116 rollouts: 58 each, less the training pass (6) and GEPA's seed validation
+    # (12) leaves 40, 6 proposals of 2 x 3; answered: baseline 12, 2 x 6 training, 12 x 3 minibatch, 2 x 12
+    assert gepa["reingestion_s"] == 0 and gepa["rollout_s"] == (12 + 2 * 6 + 12 * 3 + 2 * 12) * 3.0
     assert gepa["heldout_s"] == (2 + 2) * 24 * 3.0  # seed, best and the two audited candidates
     (cheap,) = run_estimate(QUICKSTART, costs, methods=("attributed",), row="session")["methods"]
     assert cheap["seed_ingestion_s"] == pytest.approx(gepa["seed_ingestion_s"] / 4)
@@ -50,10 +52,26 @@ def test_an_ingestion_prompt_target_adds_scoped_reingestion(tmp_path):
     path.write_text(yaml.safe_dump(cfg))
     result = run_estimate(path, bench_file(tmp_path), methods=("attributed", "none"))
     gepa, none = result["methods"]
-    # 128 // 3 = 42 minibatch evaluations of one 24-turn training conversation at 0.4 of a full ingest,
-    # two kept candidates re-ingesting validation (48 turns), best + 2 audited re-ingesting held-out (96)
-    assert gepa["reingestion_s"] == pytest.approx(42 * 24 * 2.0 * 0.4 + 2 * 48 * 2.0 + 3 * 96 * 2.0)
+    # 12 minibatch evaluations (6 proposals in each of 2 rounds) of one 24-turn training conversation at 0.4
+    # of a full ingest, two kept candidates re-ingesting validation (48 turns), best + 2 audited re-ingesting
+    # held-out (96)
+    assert gepa["reingestion_s"] == pytest.approx(12 * 24 * 2.0 * 0.4 + 2 * 48 * 2.0 + 3 * 96 * 2.0)
     assert result["total_high_s"] == pytest.approx(gepa["high_s"] + none["high_s"], abs=0.2)
+
+
+def test_a_budget_the_loop_would_refuse_is_refused_by_the_estimate_too(tmp_path):
+    """The estimate must not price work the loop will not do: the same floor, the same one-line error."""
+    import yaml
+
+    cfg = yaml.safe_load(open(QUICKSTART))
+    cfg["optimizer"]["max_metric_calls"] = 40  # floor: 12 + 2 x (12 + 2 x 3) = 48
+    cfg["output_dir"] = str(tmp_path)
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    with pytest.raises(ConfigError, match="optimizer.max_metric_calls: 40 rollouts .* at least 48"):
+        run_estimate(path, bench_file(tmp_path), methods=("attributed",))
+    (none,) = run_estimate(path, bench_file(tmp_path), methods=("none",))["methods"]  # no GEPA round to pay for
+    assert none["rollout_s"] == 12 * 3.0
 
 
 def test_bad_costs_are_refused_naming_the_file_and_field(tmp_path):

@@ -109,6 +109,19 @@ def test_plateau_stops_after_patience_rounds(tmp_path):
     assert state.final["changed_components"] == [] and state.best_candidate == state.seed_candidate
 
 
+def test_a_budget_that_cannot_pay_for_round_one_is_refused_before_any_lm_call(tmp_path):
+    """3 validation questions, minibatch 3, 3 rounds: the baseline takes 3 and each round needs 3 + 2 x 3, so
+    round 1 starts only from 3 + 3 x 9 = 30 rollouts. Below that the run would spend its baseline and report
+    the seed as optimized; it is refused, naming the field and the minimum, with nothing spent or written."""
+    ctx, task, _ = make_ctx(tmp_path / "small", max_metric_calls=29)
+    with pytest.raises(ConfigError, match=r"optimizer.max_metric_calls: 29 rollouts .* set at least 30"):
+        run_loop(ctx)
+    assert sum(task.calls.values()) == 0 and load_state(tmp_path / "small") is None
+    ctx, _, _ = make_ctx(tmp_path / "enough", max_metric_calls=30, patience=0)
+    state = run_loop(ctx)
+    assert len(state.rounds) >= 1
+
+
 def test_rollout_budget_stops_the_loop(tmp_path):
     ctx, _, _ = make_ctx(tmp_path, reflection=ReflectionLM(magic="be brief"), rounds=5, patience=0,
                          max_metric_calls=60)

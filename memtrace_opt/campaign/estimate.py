@@ -11,8 +11,10 @@ The model of the loop (:mod:`memtrace_opt.loop.driver`), per method:
 
 - **seed ingestion**: every conversation of the run is ingested once under the seed prompts (the LM
   cache serves every later pass under the seed);
-- **rollouts**: at most ``max_metric_calls`` questions answered (and judged) under a candidate,
-  validation's baseline included;
+- **rollouts**: ``max_metric_calls`` counts every question answered under a candidate, the validation
+  baseline included; each round gets an equal share of what the baseline left, spends its training pass
+  and GEPA's seed validation, then a minibatch per proposal, and validates at most one accepted
+  candidate. A budget whose share cannot pay for a round is refused, as the loop refuses it;
 - **re-ingestion**: a candidate that changes an ingestion prompt re-ingests what its questions read.
   A minibatch's conversation is replayed scoped (``scoped_ratio`` of a full ingest, 0.5 measured on a
   12-session slice) and a validation pass re-ingests every validation conversation. This is the
@@ -114,34 +116,46 @@ def estimate_run(cfg: Any, data: Any, costs: MeasuredCosts, methods: Sequence[st
     """The estimate per method for the loop data ``data`` (a :class:`~memtrace_opt.loop.plan.LoopData`) of
     ``cfg``; ``ingestion_targets``: whether the loop may change an ingestion prompt at all."""
     opt = cfg.optimizer
-    ingest = {role: sum(_turns(c) for c in getattr(data, role)) * costs.seconds_per_turn
-              for role in ("optimize", "validation", "heldout")}
-    questions = {role: _questions(getattr(data, role)) for role in ("optimize", "validation", "heldout")}
+    # The loop validates on the optimize split when no validation conversation is set (LoopData.validation_cases).
+    convs = {"optimize": data.optimize, "validation": data.validation or data.optimize, "heldout": data.heldout}
+    ingest = {role: sum(_turns(c) for c in convs[role]) * costs.seconds_per_turn for role in convs}
+    questions = {role: _questions(convs[role]) for role in convs}
+    for method in methods:  # the loop would refuse these before any LM call: so does the estimate
+        LoopPlan.from_config(cfg, method=method).check_budget(questions["validation"])
     per_train_conv = ingest["optimize"] / max(1, len(data.optimize))
-    evaluations = max(1, opt.max_metric_calls // max(1, opt.minibatch_size))  # minibatch evaluations, at most
-    proposals = max(1, evaluations // 2)
+    # Per round (the loop's arithmetic): an equal share of what the baseline left; GEPA spends the round's
+    # training pass and its own seed validation first, then two minibatch evaluations per proposal (the
+    # parent's is cached: one new evaluation each).
+    rounds, val_q = max(1, opt.rounds), questions["validation"]
+    train_q = questions["optimize"] / max(1, len(data.optimize))
+    spare = max(0.0, (opt.max_metric_calls - val_q) / rounds - val_q - train_q)
+    proposals = rounds * max(1, int(spare // (2 * max(1, opt.minibatch_size))))
+    evaluations = proposals
+    kept = rounds  # at most one validation pass of an accepted candidate per round
+    answered = min(opt.max_metric_calls, val_q + rounds * train_q + evaluations * opt.minibatch_size + kept * val_q)
     rows = []
     for method in methods:
         heldout_q = questions["heldout"] * costs.seconds_per_question
         if method == "none":  # the validation baseline, then the seed's held-out pass
-            rows.append(MethodEstimate(method, ingest["validation"] + ingest["heldout"],
+            own = ingest["validation"] if data.validation else ingest["optimize"]
+            rows.append(MethodEstimate(method, own + ingest["heldout"],
                                        questions["validation"] * costs.seconds_per_question, 0.0, 0.0, heldout_q))
             continue
         passes = 2 + opt.audit_candidates
         reingest = 0.0
         if ingestion_targets:
-            kept = min(opt.rounds, proposals)  # validation passes of candidates that beat their minibatch
             reingest = (evaluations * per_train_conv * costs.scoped_ratio + kept * ingest["validation"]
                         + (1 + opt.audit_candidates) * ingest["heldout"])
         rows.append(MethodEstimate(
-            method, sum(ingest.values()), opt.max_metric_calls * costs.seconds_per_question, reingest,
+            method, ingest["optimize"] + ingest["heldout"] + (ingest["validation"] if data.validation else 0.0),
+            answered * costs.seconds_per_question, reingest,
             proposals * costs.reflection_s, passes * heldout_q))
     total_low = sum(r.low_s for r in rows)
     total_high = sum(r.high_s for r in rows)
     return {
         "config": cfg.run_name, "system": cfg.system.name, "costs": asdict(costs),
-        "work": {role: {"conversations": len(getattr(data, role)), "turns": sum(_turns(c) for c in getattr(data, role)),
-                        "questions": questions[role]} for role in ("optimize", "validation", "heldout")},
+        "work": {role: {"conversations": len(convs[role]), "turns": sum(_turns(c) for c in convs[role]),
+                        "questions": questions[role]} for role in convs},
         "budget": {"max_metric_calls": opt.max_metric_calls, "minibatch_size": opt.minibatch_size,
                    "rounds": opt.rounds, "audit_candidates": opt.audit_candidates,
                    "ingestion_targets": ingestion_targets},

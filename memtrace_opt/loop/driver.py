@@ -149,6 +149,7 @@ def _open_state(ctx: LoopContext, resume: bool) -> LoopState:
     if existing is not None:
         _check_compatible(ctx, existing, seed)
         return existing
+    ctx.plan.check_budget(len(ctx.data.validation_cases()))
     best = dict(seed)
     if ctx.retest is not None:
         if ctx.plan.method != "none":
@@ -253,7 +254,8 @@ def _stop_reason(ctx: LoopContext, state: LoopState, spend: Spend) -> str | None
     spent = _budget_spent(ctx, spend)
     if spent:
         return spent
-    if plan.method in GEPA_METHODS and _round_budget(ctx, state, spend) < _min_gepa_budget(ctx):
+    if plan.method in GEPA_METHODS and _round_budget(ctx, state, spend) < plan.gepa_round_floor(
+            len(ctx.data.validation_cases())):
         return "rollout budget too small for another GEPA round"
     return None
 
@@ -261,11 +263,6 @@ def _stop_reason(ctx: LoopContext, state: LoopState, spend: Spend) -> str | None
 def _round_budget(ctx: LoopContext, state: LoopState, spend: Spend) -> int:
     rounds_left = ctx.plan.rounds - state.next_round + 1
     return max(0, ctx.plan.max_metric_calls - spend.rollouts) // max(1, rounds_left)
-
-
-def _min_gepa_budget(ctx: LoopContext) -> int:
-    """Seed validation plus one minibatch evaluated twice (parent and child)."""
-    return len(ctx.data.validation_cases()) + 2 * ctx.plan.minibatch_size
 
 
 def _run_round(ctx: LoopContext, state: LoopState, adapter: MemoryPromptAdapter, meter: SpendMeter) -> RoundRecord:

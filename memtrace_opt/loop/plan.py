@@ -105,6 +105,29 @@ class LoopPlan:
         """Whether rounds edit prompts by demo/rule deltas (else whole rewrites; answer_feedback always rewrites)."""
         return self.proposer == "delta" and self.method in ("attributed", "unattributed")
 
+    def gepa_round_floor(self, validation_questions: int) -> int:
+        """Rollouts a GEPA round needs at least: GEPA's own validation of its seed, then one minibatch
+        evaluated twice (parent and child). A round whose share of the budget is smaller does not start."""
+        return validation_questions + 2 * self.minibatch_size
+
+    def first_round_floor(self, validation_questions: int) -> int:
+        """The smallest ``max_metric_calls`` with which round 1 starts: the round-0 validation baseline,
+        then a round floor for each of the ``rounds`` (round 1 gets an equal share of what is left)."""
+        return validation_questions + self.rounds * self.gepa_round_floor(validation_questions)
+
+    def check_budget(self, validation_questions: int) -> None:
+        """Refuse, before any LM call, a GEPA plan whose budget cannot pay for its first round: such a run
+        would spend its baseline and stop, reporting the seed as the optimized prompts."""
+        if self.method not in GEPA_METHODS:
+            return
+        floor = self.first_round_floor(validation_questions)
+        if self.max_metric_calls < floor:
+            raise ConfigError("config", "optimizer.max_metric_calls", (
+                f"{self.max_metric_calls} rollouts cannot pay for one GEPA round: the validation baseline takes "
+                f"{validation_questions}, and each of the {self.rounds} rounds needs at least "
+                f"{self.gepa_round_floor(validation_questions)} ({validation_questions} validation + 2 x minibatch "
+                f"{self.minibatch_size}); set at least {floor}, or fewer rounds or validation questions"))
+
     def resolve_targets(self, prompts: Mapping[str, str]) -> tuple[str, ...]:
         """The target components, checked against the system's prompt set."""
         if self.targets is None:

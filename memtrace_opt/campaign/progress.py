@@ -126,10 +126,15 @@ def _saved_progress(camp: Campaign) -> dict[str, MethodProgress]:
 def _time_left(camp: Campaign, methods: list[MethodProgress]) -> tuple[float, float]:
     """``(low, high)`` LM seconds left: each method's estimate (:func:`memtrace_opt.campaign.estimate.estimate_config`)
     times the share of its work not done. A running method has done ``round`` of its ``rounds + 1`` parts
-    (the rounds, then the held-out comparison); past its rounds only the held-out passes remain."""
+    (the rounds, then the held-out comparison); past its rounds only the held-out passes remain.
+
+    The seed's ingestion is paid once per campaign, not once per method: the first method makes those LM
+    calls and every later one reads them from the shared cache, so a later method's estimate is counted
+    without the part of its seed ingestion the first method's covers."""
     assert camp.costs is not None
     rows = {r["method"]: r for r in estimate_config(camp.config, camp.costs, methods=camp.methods,
                                                     row=camp.costs_row)["methods"]}
+    shared = rows[camp.methods[0]]["seed_ingestion_s"]
     low = high = 0.0
     for m in methods:
         r = rows[m.method]
@@ -138,8 +143,9 @@ def _time_left(camp: Campaign, methods: list[MethodProgress]) -> tuple[float, fl
         if m.status == "running" and (m.phase == "optimized" or m.round >= m.rounds):
             low, high = low + r["heldout_s"], high + r["heldout_s"]
             continue
+        cached = min(shared, r["seed_ingestion_s"]) if m.method != camp.methods[0] else 0.0
         share = 1.0 - (m.round / (m.rounds + 1) if m.status == "running" else 0.0)
-        low, high = low + share * r["low_s"], high + share * r["high_s"]
+        low, high = low + share * (r["low_s"] - cached), high + share * (r["high_s"] - cached)
     return low, high
 
 

@@ -272,7 +272,9 @@ class OptimizerConfig(_Section):
     rounds: Positive = 3
     #: Stop after this many rounds without a validation gain (0: never stop early).
     patience: int = Field(1, ge=0)
-    #: The optimization's budget in rollouts (one question evaluated under one candidate), for the whole run.
+    #: The optimization's budget in rollouts (one question evaluated under one candidate), for the whole run,
+    #: the validation baseline included. A GEPA method refuses a budget below V + rounds × (V + 2 ×
+    #: `minibatch_size`), V the validation questions: its first round could not start.
     max_metric_calls: Positive = 200
     #: Stop once this many LM calls (every role, cached or not) are spent; null: no such limit.
     max_llm_calls: Positive | None = None

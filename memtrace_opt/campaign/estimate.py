@@ -129,10 +129,9 @@ def estimate_run(cfg: Any, data: Any, costs: MeasuredCosts, methods: Sequence[st
     rounds, val_q = max(1, opt.rounds), questions["validation"]
     train_q = questions["optimize"] / max(1, len(data.optimize))
     spare = max(0.0, (opt.max_metric_calls - val_q) / rounds - val_q - train_q)
-    proposals = rounds * max(1, int(spare // (2 * max(1, opt.minibatch_size))))
-    evaluations = proposals
+    proposals = rounds * max(1, int(spare // (2 * max(1, opt.minibatch_size))))  # = new minibatch evaluations
     kept = rounds  # at most one validation pass of an accepted candidate per round
-    answered = min(opt.max_metric_calls, val_q + rounds * train_q + evaluations * opt.minibatch_size + kept * val_q)
+    answered = min(opt.max_metric_calls, val_q + rounds * train_q + proposals * opt.minibatch_size + kept * val_q)
     rows = []
     for method in methods:
         heldout_q = questions["heldout"] * costs.seconds_per_question
@@ -144,7 +143,7 @@ def estimate_run(cfg: Any, data: Any, costs: MeasuredCosts, methods: Sequence[st
         passes = 2 + opt.audit_candidates
         reingest = 0.0
         if ingestion_targets:
-            reingest = (evaluations * per_train_conv * costs.scoped_ratio + kept * ingest["validation"]
+            reingest = (proposals * per_train_conv * costs.scoped_ratio + kept * ingest["validation"]
                         + (1 + opt.audit_candidates) * ingest["heldout"])
         rows.append(MethodEstimate(
             method, ingest["optimize"] + ingest["heldout"] + (ingest["validation"] if data.validation else 0.0),

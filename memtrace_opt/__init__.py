@@ -40,6 +40,8 @@ _EXPORTS: dict[str, str] = {
     "select": "memtrace_opt.data",
     "RunConfig": "memtrace_opt.config",
     "load_config": "memtrace_opt.config",
+    "list_examples": "memtrace_opt.examples",
+    "write_example": "memtrace_opt.examples",
     "token_f1": "memtrace_opt.eval.metrics",
     "bleu1": "memtrace_opt.eval.metrics",
     "bootstrap_ci": "memtrace_opt.eval.metrics",

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 COMMAND_MODULES: tuple[str, ...] = (
     "memtrace_opt.commands.version",
+    "memtrace_opt.commands.init",
     "memtrace_opt.commands.data",
     "memtrace_opt.commands.systems",
     "memtrace_opt.commands.eval",

@@ -57,6 +57,16 @@ def test_a_delta_whose_undo_lowers_validation_is_kept():
     assert kept[("rule", "If asked when, give a date.")] is True
 
 
+def test_each_undo_is_announced_before_its_validation_pass_and_reported_after():
+    evaluate, calls = scored_by({"line": "!Say: Not mentioned."})
+    heard: list[tuple[int, int, str, bool | None, int]] = []
+    prune(PARENT, CHILD, 1.0, {"q1": 1.0}, evaluate,
+          lambda n, total, undo, step: heard.append((n, total, undo.kind, None if step is None else step["kept"],
+                                                     len(calls))))
+    assert heard == [(1, 4, "rule", None, 0), (1, 4, "rule", True, 1), (2, 4, "rule", None, 1),
+                     (2, 4, "rule", True, 2), (3, 4, "examples", None, 2), (3, 4, "examples", True, 3),
+                     (4, 4, "instruction", None, 3), (4, 4, "instruction", False, 4)]
+
 
 def test_the_loop_prunes_a_passenger_rule_and_logs_it(tmp_path):
     convs = conversations()
@@ -68,7 +78,11 @@ def test_the_loop_prunes_a_passenger_rule_and_logs_it(tmp_path):
         run_dir=tmp_path, reflection_lm=accounted(reflection, "reflection"), attributor=qa_blamer(),
         base_prompts={QA_PROMPT: SEED},
     )
+    said: list[str] = []
+    ctx.progress = said.append
     state = run_loop(ctx)
+    assert any(line.startswith("  undo 1/") and "→ validation on" in line for line in said)
+    assert any("(undo kept)" in line for line in said)
     info = json.loads((tmp_path / "rounds" / "round_1" / "optimizer.json").read_text())
     best = split_prompt((tmp_path / "prompts" / f"{QA_PROMPT}.txt").read_text())
     assert ABSTAIN not in best.instruction and state.final["best_accuracy"] == 1.0

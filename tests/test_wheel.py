@@ -22,12 +22,14 @@ from pathlib import Path
 import pytest
 
 from memtrace_opt.commands.version import version_line
+from memtrace_opt.config import load_config
 from memtrace_opt.data import dataset_stats
 from memtrace_opt.data.mini import bundled_path, load_mini
+from memtrace_opt.examples import SHIPPED
 
 ROOT = Path(__file__).resolve().parents[1]
-#: What the build reads: the metadata and the three source folders (``package-dir`` in pyproject.toml).
-SOURCES = ("pyproject.toml", "README.md", "memtrace_opt", "systems", "optimizers")
+#: What the build reads: the metadata and the source folders (``package-dir`` in pyproject.toml).
+SOURCES = ("pyproject.toml", "README.md", "memtrace_opt", "systems", "optimizers", "experiments/configs")
 #: Source folder -> its path inside the wheel.
 WHEEL_DIRS = {"memtrace_opt": "memtrace_opt", "systems": "memtrace_opt/systems",
               "optimizers": "memtrace_opt/optimizers"}
@@ -123,6 +125,10 @@ def test_wheel_ships_every_source_and_data_file(built):
         assert any(n.startswith(pattern) for n in names), pattern
     assert f"memtrace_opt/{bundled_path().relative_to(ROOT / 'memtrace_opt').as_posix()}" in names
     assert not {n for n in names if n.startswith(("tests/", "experiments/", "systems/", "optimizers/"))}
+    # experiments/configs/ ships only the configs `memtrace-opt init` writes, none of LoCoMo's
+    configs = {n.removeprefix("memtrace_opt/example_configs/") for n in names
+               if n.startswith("memtrace_opt/example_configs/")}
+    assert configs == {f"{name}.yaml" for name in SHIPPED} | {"__init__.py"}
 
 
 def test_installed_wheel_runs_from_outside_the_source_tree(venv, tmp_path):
@@ -145,3 +151,15 @@ def test_installed_wheel_runs_from_outside_the_source_tree(venv, tmp_path):
     _in_venv(venv, [cli, "report", run["run_dir"]], tmp_path)
     html = (Path(run["run_dir"]) / "report.html").read_text()
     assert "<style>" in html and "mini-1" in html
+
+
+def test_installed_wheel_writes_a_runnable_quickstart_config(venv, tmp_path):
+    """A pip user has no experiments/configs/: ``init`` writes the quickstart with its runs beside it."""
+    cli = venv[0] / "bin" / "memtrace-opt"
+    listed = json.loads(_in_venv(venv, [cli, "init", "--json"], tmp_path))
+    assert [row["name"] for row in listed] == list(SHIPPED) and listed[0]["command"] == "optimize"
+    written = json.loads(_in_venv(venv, [cli, "init", "quickstart", "--json"], tmp_path))
+    assert written["next"][0] == "memtrace-opt optimize quickstart.yaml --resume"
+    config = load_config(tmp_path / "quickstart.yaml")
+    assert Path(config.output_dir) == tmp_path / "runs"
+    assert config.split is not None and config.split.heldout == ["mini-2", "mini-7", "mini-8", "mini-9"]

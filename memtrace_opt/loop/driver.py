@@ -27,7 +27,7 @@ from memtrace_opt.loop.checkpoint import LoopState, RoundRecord, load_state, sav
 from memtrace_opt.loop.demo_pools import DEMOS_FILE, load_pools, round_pools, save_pools, testable_pools
 from memtrace_opt.loop.final import evaluate_heldout
 from memtrace_opt.loop.plan import GEPA_METHODS, LoopData, LoopPlan
-from memtrace_opt.loop.pruning import prune
+from memtrace_opt.loop.pruning import Undo, prune
 from memtrace_opt.loop.tuning import TUNING_FILE, tune_settings
 from memtrace_opt.optimizers.adapter import Attributor, MemoryPromptAdapter
 from memtrace_opt.optimizers.backend import SystemBackend
@@ -330,11 +330,16 @@ def _prune(ctx: LoopContext, adapter: MemoryPromptAdapter, parent: dict[str, str
         traces = adapter.run(val, candidate)
         return _mean(traces), _scores(traces)
 
+    def on_step(number: int, total: int, undo: Undo, step: dict[str, Any] | None) -> None:
+        head = f"  undo {number}/{total}: {undo.kind} of {undo.component}"
+        if step is None:
+            ctx.say(f"{head} ({undo.detail[:80]}) → validation on {len(val)} questions")
+        else:
+            ctx.say(f"{head}: validation {100 * step['val_score']:.1f}% "
+                    f"({'undo kept' if step['kept'] else 'delta kept'})")
+
     ctx.say(f"pruning: undo each learned delta, keep the undo if validation stays ≥ {100 * out.val_score:.1f}%")
-    result = prune(parent, out.candidate, out.val_score, out.val_scores, evaluate)
-    for step in result.log:
-        ctx.say(f"  undo {step['undo']} of {step['component']}: validation {100 * step['val_score']:.1f}% "
-                f"({'kept' if step['kept'] else 'reverted'})")
+    result = prune(parent, out.candidate, out.val_score, out.val_scores, evaluate, on_step)
     info = {**out.info, "pruning": result.log}
     return _Outcome(result.candidate, result.score, result.scores, info, out.note)
 

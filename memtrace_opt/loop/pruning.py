@@ -28,6 +28,9 @@ __all__ = ["PruneResult", "Undo", "prune", "undos"]
 
 #: Scores a candidate on the validation set: (mean accuracy, per-question scores).
 Evaluate = Callable[[dict[str, str]], tuple[float, dict[str, float]]]
+#: Told of each undo as it happens: (its 1-based number, how many there are, the undo, its log entry or
+#: None before its validation pass). One pass can take an hour on Mem0, so a run says what it is doing.
+OnStep = Callable[[int, int, "Undo", "dict[str, Any] | None"], None]
 
 
 @dataclass(frozen=True)
@@ -80,21 +83,27 @@ class PruneResult:
 
 
 def prune(parent: Mapping[str, str], child: Mapping[str, str], score: float, scores: Mapping[str, float],
-          evaluate: Evaluate) -> PruneResult:
+          evaluate: Evaluate, on_step: OnStep | None = None) -> PruneResult:
     """Undo each delta of ``child`` in turn; keep an undo when validation scores at least ``score``.
 
     Greedy and one pass: an undo is tried on the candidate left by the undos kept before it.
+    ``on_step`` hears of each undo before and after its validation pass.
     """
     best, best_score, best_scores = dict(child), score, dict(scores)
     log: list[dict[str, Any]] = []
-    for undo in undos(parent, child):
+    todo = undos(parent, child)
+    for number, undo in enumerate(todo, 1):
         trial = undo.apply(best, parent)
         if trial == best:
             continue
+        if on_step:
+            on_step(number, len(todo), undo, None)
         trial_score, trial_scores = evaluate(trial)
         kept = trial_score >= best_score - 1e-9
         log.append({"component": undo.component, "undo": undo.kind, "detail": undo.detail,
                     "val_score": trial_score, "before": best_score, "kept": kept})
+        if on_step:
+            on_step(number, len(todo), undo, log[-1])
         if kept:
             best, best_score, best_scores = trial, trial_score, trial_scores
     return PruneResult(best, best_score, best_scores, log)

@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
                               threads=threads, changed_prompt=changed_prompt, variants=tuple(variant or ()),
                               judge=judge, scoped_replay=scoped, progress=report.progress)
         report.result(result, *_lines(result))
-        first = next(iter(result["speculation"]["modes"].values()), {})
+        first: dict[str, Any] = next(iter(result["speculation"]["modes"].values()), {})
         report.summary(f"bench-lm: {system}, {len(result['speculation']['modes'])} run(s), baseline "
                        f"{first.get('seconds_per_turn', '?')} s/turn")
 

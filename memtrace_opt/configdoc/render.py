@@ -182,8 +182,8 @@ def type_text(annotation: Any, metadata: list[Any] | None = None) -> str:
         return "section"
     path = _is_path(meta)
     names = {int: "integer", float: "number", bool: "true or false", Path: "path", str: "string"}
-    base = "path or URL" if path and annotation is str else names.get(annotation, getattr(annotation, "__name__",
-                                                                                               str(annotation)))
+    base = "path or URL" if path and annotation is str else str(names.get(annotation, getattr(annotation, "__name__",
+                                                                                                   annotation)))
     if annotation is Any:
         base = "any"
     bounds = [b for b in _bounds(meta) if not (annotation is str and b.startswith("at least"))]
@@ -211,7 +211,8 @@ def default_text(info: FieldInfo) -> str:
     """The default as a config would spell it: ``required``, ``null``, ``[demos, rules, lines]``, ``(section)``."""
     if info.is_required():
         return "required"
-    value = info.default_factory() if info.default_factory is not None else info.default
+    # no factory here reads the other fields (pydantic's validated_data), so an empty mapping suffices
+    value = info.get_default(call_default_factory=True, validated_data={})
     if isinstance(value, BaseModel):
         return "(section)"
     return f"`{_value_text(value)}`"

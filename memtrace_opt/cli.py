@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import typer
 
@@ -91,12 +91,18 @@ def main(argv: list[str] | None = None, *, injected: Injected | None = None) -> 
     return returned if isinstance(returned, int) and not isinstance(returned, bool) else 0
 
 
-def _click_error_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
+class _UsageError(Protocol):
+    """What :func:`main` uses of a ClickException, click's own or typer's vendored copy (unrelated classes)."""
+
+    def show(self) -> None: ...
+
+
+def _click_error_types() -> tuple[tuple[type[_UsageError], ...], tuple[type[Exception], ...]]:
     """Click's ClickException/Abort classes, both from click and from typer's vendored copy."""
     import click
 
-    usage: list[type] = [click.exceptions.ClickException]
-    abort: list[type] = [click.exceptions.Abort]
+    usage: list[type[_UsageError]] = [click.exceptions.ClickException]
+    abort: list[type[Exception]] = [click.exceptions.Abort]
     try:
         from typer._click import exceptions as vendored
 

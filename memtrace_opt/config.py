@@ -51,6 +51,8 @@ def _resolve(value: Any, info: ValidationInfo) -> Any:
 RelPath = Annotated[Path, AfterValidator(_resolve)]
 RelPathOrURL = Annotated[str, AfterValidator(_resolve)]
 Positive = Annotated[int, Field(gt=0)]
+DeltaKind = Literal["demos", "rules", "lines"]
+_ALL_DELTAS: tuple[DeltaKind, ...] = ("demos", "rules", "lines")
 
 
 class _Section(BaseModel):
@@ -271,7 +273,7 @@ class OptimizerConfig(_Section):
     #: The most closed-loop rounds (evaluate, attribute, optimize).
     rounds: Positive = 3
     #: Stop after this many rounds without a validation gain (0: never stop early).
-    patience: int = Field(1, ge=0)
+    patience: int = Field(default=1, ge=0)
     #: The optimization's budget in rollouts (one question evaluated under one candidate), for the whole run,
     #: the validation baseline included. A GEPA method refuses a budget below V + rounds × (V + 2 ×
     #: `minibatch_size`), V the validation questions: its first round could not start.
@@ -301,8 +303,7 @@ class OptimizerConfig(_Section):
     prune: bool = True
     #: The delta kinds the ``delta`` proposer cycles through, in order: ``demos`` (a worked-example
     #: set), ``rules`` (one learned rule), ``lines`` (drop the instruction line blamed for the failures).
-    deltas: list[Literal["demos", "rules", "lines"]] = Field(default_factory=lambda: ["demos", "rules", "lines"],
-                                                              min_length=1)
+    deltas: list[DeltaKind] = Field(default_factory=lambda: list(_ALL_DELTAS), min_length=1)
     #: How a demo step picks its worked examples: ``random`` (every step a random subset) or ``coverage``
     #: (the component's first demo step takes the set whose question and answer forms best cover the
     #: round's failures charged to it, later steps random subsets; optimizers/demo_coverage.py). Not the
@@ -311,7 +312,7 @@ class OptimizerConfig(_Section):
     #: After the final comparison, score up to this many candidates that validation rejected on the
     #: held-out questions too, beside the seed (final.json ``audit``): a check on selection, never an
     #: input to it (memtrace_opt/loop/audit.py). Costs one held-out pass per candidate; 0 turns it off.
-    audit_candidates: int = Field(0, ge=0)
+    audit_candidates: int = Field(default=0, ge=0)
 
 
 class TuningConfig(_Section):
@@ -382,7 +383,9 @@ class RunConfig(_Section):
 
     def dump_yaml(self) -> str:
         """The fully resolved config (defaults filled, paths absolute) as YAML, for the run's copy."""
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+        # PyYAML is untyped here; without a stream safe_dump returns the YAML as a str.
+        text: str = yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+        return text
 
 
 def load_config(path: str | Path) -> RunConfig:

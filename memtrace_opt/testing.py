@@ -144,7 +144,8 @@ class HashEmbedder:
         return out
 
     def embed_one(self, text: str) -> np.ndarray:
-        return self.embed([text])[0]
+        row: np.ndarray = self.embed([text])[0]
+        return row
 
 
 def make_conversation(sessions: Sequence[Sequence[tuple[str, str]]], qas: Sequence[dict[str, Any]] = (),

@@ -110,8 +110,9 @@ def parse_label(text: str) -> str | None:
             data = json.loads(candidate)
         except (json.JSONDecodeError, ValueError):
             continue
-        if isinstance(data, dict) and isinstance(data.get("label"), str):
-            label = data["label"].strip().upper()
+        raw = data.get("label") if isinstance(data, dict) else None
+        if isinstance(raw, str):
+            label = raw.strip().upper()
             if label in ("CORRECT", "WRONG"):
                 return label
     labels = {m.upper() for m in _LABEL_RE.findall(text)}
@@ -239,7 +240,7 @@ def dates_agree(gold: str, prediction: str) -> bool | None:
     pred_dates = find_dates(prediction)
     windows = before_windows(gold)
     if windows:
-        days = [d.as_date() for d in pred_dates if d.as_date() is not None]
+        days = [day for day in (d.as_date() for d in pred_dates) if day is not None]
         return any(lo <= day <= hi for day in days for lo, hi in windows)
     gold_dates = find_dates(gold)
     if not gold_dates:

@@ -158,4 +158,5 @@ def _paired_diffs(a: Sequence[float] | Mapping[str, float], b: Sequence[float] |
         return np.array([b[k] - a[k] for k in keys], dtype=float)
     if len(a) != len(b):
         raise ValueError(f"paired runs differ in length: {len(a)} vs {len(b)}")
-    return np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
+    diffs: np.ndarray = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
+    return diffs

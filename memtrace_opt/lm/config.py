@@ -31,25 +31,25 @@ class ModelConfig(BaseModel):
     #: The environment variable holding the API key (the key itself is never written anywhere).
     api_key_env: str | None = None
     #: Sampling temperature (0: the same prompt gives the same reply, which the disk cache relies on).
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     #: The most tokens one reply may generate (an op may ask for fewer).
-    max_tokens: int = Field(512, ge=1, le=32768)
+    max_tokens: int = Field(default=512, ge=1, le=32768)
     #: Embedded only: the model's context window in tokens.
-    n_ctx: int = Field(8192, ge=512)
+    n_ctx: int = Field(default=8192, ge=512)
     #: Embedded only: CPU threads for llama.cpp (null: every core).
-    threads: int | None = Field(None, ge=1)
+    threads: int | None = Field(default=None, ge=1)
     #: Embedded only: llama.cpp speculative decoding (same text at temperature 0; faster where outputs
     #: copy text, see ``memtrace-opt bench-lm``). ``none``, ``ngram_mod``, ``ngram_simple``, ``draft`` (the
     #: 0.5B tier drafts), ``draft+ngram_mod``.
     speculative: Literal["none", "ngram_mod", "ngram_simple", "draft", "draft+ngram_mod"] = "none"
     #: Served only (litellm, openai_compatible): seconds to wait for one reply.
-    timeout_s: float = Field(600.0, gt=0)
+    timeout_s: float = Field(default=600.0, gt=0)
     #: Served only: how often a 429, a 5xx, a timeout or a refused connection is retried (exponential
     #: backoff, full jitter, never sooner than the server's Retry-After) before the run stops with one
     #: line naming host, status and model.
-    num_retries: int = Field(4, ge=0, le=20)
+    num_retries: int = Field(default=4, ge=0, le=20)
     #: Served only: the backoff base in seconds (retry k waits a random share of base·2^(k-1), at most 60 s).
-    backoff_s: float = Field(1.0, ge=0)
+    backoff_s: float = Field(default=1.0, ge=0)
 
     @model_validator(mode="after")
     def _served_needs_a_base(self) -> "ModelConfig":

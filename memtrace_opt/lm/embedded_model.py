@@ -122,7 +122,7 @@ def _is_verified(path: Path, tier: ModelTier) -> bool:
         st = path.stat()
         if st.st_size != tier.size:
             return False
-        meta = json.loads(_sidecar(path).read_text())
+        meta: object = json.loads(_sidecar(path).read_text())
     except (OSError, ValueError):
         return False
     return meta == {"sha256": tier.sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns}

@@ -14,7 +14,7 @@ import contextlib
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -48,7 +48,7 @@ def _load_model() -> Any:
 
 
 @contextlib.contextmanager
-def quiet_transformers():
+def quiet_transformers() -> Iterator[None]:
     """Hide transformers' "Loading weights" progress bar while the local model loads (it clutters CLI output)."""
     try:
         from transformers.utils import logging as hf_logging
@@ -56,12 +56,12 @@ def quiet_transformers():
         yield
         return
     was_enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # transformers leaves it unannotated
     try:
         yield
     finally:
         if was_enabled:
-            hf_logging.enable_progress_bar()
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]  # transformers leaves it unannotated
 
 
 class Embedder:
@@ -112,7 +112,8 @@ class Embedder:
 
     def embed_one(self, text: str) -> np.ndarray:
         """The ``(384,)`` vector of one text."""
-        return self.embed([text])[0]
+        row: np.ndarray = self.embed([text])[0]
+        return row
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         with self._model_lock:

@@ -58,7 +58,7 @@ def retry_delay(attempt: int, exc: BaseException, *, base_s: float = 1.0, cap_s:
                 rng: Callable[[], float] = random.random) -> float:
     """Seconds to wait before retry ``attempt`` (1-based): full jitter over ``base·2^(attempt-1)``, capped,
     and never less than the server's ``Retry-After``."""
-    backoff = rng() * min(cap_s, base_s * 2 ** (attempt - 1))
+    backoff: float = rng() * min(cap_s, base_s * 2 ** (attempt - 1))  # int ** int is typed Any
     asked = _retry_after(exc)
     return max(backoff, asked) if asked is not None else backoff
 

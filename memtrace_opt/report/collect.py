@@ -92,7 +92,8 @@ class RunData:
 
     @property
     def wall_s(self) -> float | None:
-        spend = self.final.get("spend") if isinstance(self.final.get("spend"), dict) else {}
+        found = self.final.get("spend")
+        spend: dict[str, Any] = found if isinstance(found, dict) else {}
         value = self.summary.get("wall_s", spend.get("wall_s"))
         return float(value) if isinstance(value, (int, float)) else None
 
@@ -135,10 +136,10 @@ def collect_run(run_dir: str | Path, *, bench_path: str | Path | None = None,
     data.rounds = _rounds(data, root, compare)
     data.prompts = _prompts(data, root / "prompts")
     for folder in sorted((root / "rounds").glob("round_*/prompts")):
-        k = folder.parent.name.removeprefix("round_")
+        number = folder.parent.name.removeprefix("round_")
         changed = [c for c in _prompts(data, folder) if c.diff]
-        if k.isdigit() and int(k) > 0 and changed:
-            data.round_prompts[int(k)] = changed
+        if number.isdigit() and int(number) > 0 and changed:
+            data.round_prompts[int(number)] = changed
     bench_files = [Path(bench_path)] if bench_path else sorted(set(root.glob("attribution_bench*.json"))
                                                                 | set(root.glob("bench*.json")))
     data.bench = read_bench(_load(data, p, required=bench_path is not None) for p in bench_files)

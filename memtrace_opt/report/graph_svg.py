@@ -9,7 +9,7 @@ outline, a fill in its error type's colour and a tag naming the error type. Full
 from __future__ import annotations
 
 from memtrace_opt.graph.model import MemoryGraph
-from memtrace_opt.graph.queries import unit_lifetime
+from memtrace_opt.graph.queries import UnitEvent, unit_lifetime
 from memtrace_opt.report.escape import clip, esc
 from memtrace_opt.report.layout import Edge, Node, SliceLayout, clip_block, preview
 from memtrace_opt.report.theme import BLAME_RED, error_color, short_error
@@ -123,19 +123,20 @@ def timeline_svg(g: MemoryGraph, name: str, *, blamed_op: str | None = None, max
              f'aria-label="{esc("life of " + name)}"><line class="tl-axis" x1="{_f(pad - 30)}" y1="30" '
              f'x2="{_f(width - pad + 30)}" y2="30"/>']
     prev_i = -1
-    for k, i in enumerate(slots):
+    for k, slot in enumerate(slots):
         x = pad + step * k
-        if i is None:
+        if slot is None:
             skipped = next(s for s in slots[k + 1:] if s is not None) - prev_i - 1
             parts.append(f'<text class="tl-gap" x="{_f(x)}" y="34" text-anchor="middle">… {skipped} more</text>')
             continue
-        prev_i = i
-        parts.append(_event(events[i], x, events[i].op is not None and events[i].op.id == blamed_op))
+        prev_i = slot
+        event = events[slot]
+        parts.append(_event(event, x, event.op is not None and event.op.id == blamed_op))
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _event(event, x: float, blamed: bool) -> str:
+def _event(event: UnitEvent, x: float, blamed: bool) -> str:
     var = event.var
     op_name = event.op.name.split(".", 1)[-1] if event.op is not None else "input"
     value = "(tombstone)" if var.deleted else clip_block(var.value, 500)

@@ -141,7 +141,8 @@ def layout_question(
 
 
 def _place(g: MemoryGraph, chosen: list[str], universe: set[str], col: Callable[[str], int], blamed: str | None,
-           evidence: set[str], path: set[str], qa_id: str) -> tuple[list[Node], list[Edge], list, float, float]:
+           evidence: set[str], path: set[str], qa_id: str
+           ) -> tuple[list[Node], list[Edge], list[tuple[str, float]], float, float]:
     by_col: dict[int, list[str]] = {}
     for nid in chosen:
         by_col.setdefault(col(nid), []).append(nid)
@@ -191,7 +192,7 @@ def _column_order(g: MemoryGraph, ids: list[str]) -> list[str]:
             var = g.variables[nid]
             first[var.name] = min(first.get(var.name, var.time), var.time)
 
-    def key(nid: str) -> tuple:
+    def key(nid: str) -> tuple[int, int, str]:
         if nid in g.ops:
             return (g.ops[nid].time, 0, nid)
         var = g.variables[nid]
@@ -254,8 +255,9 @@ def preview(value: Any) -> str:
         if "label" in value:
             return str(value["label"])
         for key in _TEXT_KEYS:
-            if isinstance(value.get(key), str) and value[key].strip():
-                return value[key]
+            text = value.get(key)
+            if isinstance(text, str) and text.strip():
+                return text
     if isinstance(value, list):
         if not value:
             return "(empty)"

@@ -6,7 +6,7 @@ import base64
 import hashlib
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Sequence, TypedDict
 
 from memtrace_opt.atomic import atomic_write_text
 from memtrace_opt.report.assets import CSS, JS
@@ -32,7 +32,22 @@ def _title(data: RunData) -> str:
     return str(data.config.get("run_name") or data.summary.get("run_id") or data.run_dir.name)
 
 
-def _blob(data: RunData) -> dict:
+class _FailedEntry(TypedDict):
+    qa_id: str
+    conversation: str | None
+    error_type: str | None
+    op_id: str | None
+
+
+class _ReportBlob(TypedDict):
+    run: str
+    system: str
+    accuracy: float | None  # summary.json's accuracy; None when the run has none
+    failed_total: int
+    failed: list[_FailedEntry]
+
+
+def _blob(data: RunData) -> _ReportBlob:
     """What the page script reads, and what a tool scraping the report can rely on."""
     return {
         "run": _title(data),

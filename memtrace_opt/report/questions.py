@@ -156,7 +156,7 @@ def _why(f: FailedQuestion, b: BlameSignal | None) -> str:
         cf = f"<span class='cf na'>counterfactual: {b.cost.replays} replay(s), no single-op fix to test</span>"
     else:
         cf = "<span class='cf na'>counterfactual not checked</span>"
-    help_ = ERROR_HELP.get(b.error_type, "")
+    help_ = ERROR_HELP.get(b.error_type or "", "")
     return (f"<div class='reason' style='--c:{error_color(b.error_type)}'><div class='rtitle'>"
             f"{error_tag(b.error_type)} <span class='muted'>{esc(help_)}</span></div><p>{esc(b.reason)}</p>"
             f"{_chain(b)}"

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, TypeGuard
 
 from memtrace_opt import rundir as rd
 from memtrace_opt.errors import DatasetError
@@ -99,10 +99,12 @@ def _from_checkpoint(path: Path, method: str) -> Iterator[RoundPoint]:
     data = rd.read_json(path)
     if not isinstance(data, dict):
         return
-    plan = data.get("plan") if isinstance(data.get("plan"), dict) else {}
+    raw_plan = data.get("plan")
+    plan: rd.JSONObject = raw_plan if isinstance(raw_plan, dict) else {}
     method = str(data.get("method") or plan.get("method") or method)
-    if isinstance(data.get("baseline_val"), (int, float)):
-        yield RoundPoint(method, 0, float(data["baseline_val"]))
+    baseline = data.get("baseline_val")
+    if isinstance(baseline, (int, float)):
+        yield RoundPoint(method, 0, float(baseline))
     records = data.get("rounds") if isinstance(data.get("rounds"), list) else data.get("history")
     for i, rec in enumerate(records if isinstance(records, list) else []):
         if isinstance(rec, dict):
@@ -117,7 +119,8 @@ def run_method(run_dir: Path, default: str = "optimized") -> str:
         data = rd.read_json(path) if path.exists() else {}
     except DatasetError:
         return default
-    plan = data.get("plan") if isinstance(data, dict) and isinstance(data.get("plan"), dict) else {}
+    raw_plan = data.get("plan") if isinstance(data, dict) else None
+    plan: rd.JSONObject = raw_plan if isinstance(raw_plan, dict) else {}
     return str((data.get("method") if isinstance(data, dict) else None) or plan.get("method") or default)
 
 
@@ -138,15 +141,16 @@ def _from_round_dir(folder: Path, k: int, method: str) -> Iterator[RoundPoint]:
         path = folder / name
         if path.exists():
             data = rd.read_json(path)
-            if isinstance(data, dict) and _is_score_map(data.get("validation")):
-                values = list(data["validation"].values())
+            validation = data.get("validation") if isinstance(data, dict) else None
+            if _is_score_map(validation):
+                values = list(validation.values())
                 yield RoundPoint(method, k, sum(values) / len(values))
             elif isinstance(data, dict):
                 yield from _points(data, k, method, flat=name == "scores.json")
             return
 
 
-def _is_score_map(value: Any) -> bool:
+def _is_score_map(value: object) -> TypeGuard[dict[str, float]]:
     """A non-empty ``{question id: score}`` mapping (the loop's per-question validation scores)."""
     return isinstance(value, dict) and bool(value) and all(
         isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable
+from typing import Callable, Iterable
 
 from memtrace_opt.attribution.blame import BlameSignal
 from memtrace_opt.graph.model import op_name
@@ -15,7 +15,7 @@ from memtrace_opt.report.collect import RunData
 from memtrace_opt.report.diff import diff_html, diff_stats
 from memtrace_opt.report.escape import esc
 from memtrace_opt.report.fmt import pct
-from memtrace_opt.report.theme import ERROR_HELP, error_color, error_order
+from memtrace_opt.report.theme import ATTRIBUTION_FAILED, ERROR_HELP, error_color, error_order
 
 __all__ = ["errors_section", "error_legend", "notes_section", "optimization_section", "op_name"]
 
@@ -28,10 +28,16 @@ def error_legend(types: Iterable[str]) -> str:
         for t in types) + "</div>"
 
 
-def _rows(signals: list[BlameSignal], key: Any) -> list[tuple[str, Counter[str]]]:
+def _error_type(s: BlameSignal) -> str:
+    """A signal's error type as the report counts it: collect_run already labels a failed attribution (no
+    error type) ATTRIBUTION_FAILED, so this is ``s.error_type`` for every signal of a collected run."""
+    return s.error_type or ATTRIBUTION_FAILED
+
+
+def _rows(signals: list[BlameSignal], key: Callable[[BlameSignal], str]) -> list[tuple[str, Counter[str]]]:
     groups: dict[str, Counter[str]] = {}
     for s in signals:
-        groups.setdefault(key(s), Counter())[s.error_type] += 1
+        groups.setdefault(key(s), Counter())[_error_type(s)] += 1
     return sorted(groups.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
 
 
@@ -48,13 +54,13 @@ def errors_section(data: RunData) -> str:
     signals = data.blame or [s for k in sorted(data.round_blame) for s in data.round_blame[k]]
     if not signals:
         return ""
-    order = error_order(s.error_type for s in signals)
+    order = error_order(_error_type(s) for s in signals)
     system = data.system or "this run"
     charts = [("per system", _rows(signals, lambda s: system)),
               ("per blamed operation", _rows(signals, lambda s: op_name(s.op_id))),
               ("per prompt component", _rows(signals, _component_label))]
     if data.round_blame:
-        per_round = [(f"round {k}", Counter(s.error_type for s in signals_k))
+        per_round = [(f"round {k}", Counter(_error_type(s) for s in signals_k))
                      for k, signals_k in sorted(data.round_blame.items())]
         charts.append(("per optimization round (training failures)", per_round))
     optimizable = sum(s.optimizable for s in signals)

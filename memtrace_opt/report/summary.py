@@ -87,7 +87,7 @@ def summary_section(data: RunData) -> str:
     if not cats and not data.usage.get("by_op"):
         return ""
     failed_by_cat = Counter(f.category for f in data.failed)
-    top_error: dict[str, Counter[str]] = {}
+    top_error: dict[str, Counter[str | None]] = {}
     for f in data.failed:
         if f.blame is not None:
             top_error.setdefault(f.category, Counter())[f.blame.error_type] += 1

@@ -1,8 +1,11 @@
-"""``memtrace-opt trace show``: read a run's memory graphs as a person would, one question at a time.
+"""``memtrace-opt trace show|follow|unit``: read a run's memory graphs as a person would.
 
-Parses the options and prints :func:`memtrace_opt.interop.trace_text.show`'s lines: without
-``--question`` the run's questions with their answers and judgements; with it, the question's slice
-session by session (ops, the variables they read and wrote, evidence status, the run's blame).
+``show`` prints :func:`memtrace_opt.interop.trace_text.show`'s lines: without ``--question`` the run's
+questions with their answers and judgements; with it, the question's slice session by session (ops, the
+variables they read and wrote, evidence status, the run's blame): the backward view. ``follow`` is the
+forward view of one turn or variable (:mod:`memtrace_opt.interop.trace_follow`): where its content went,
+which a fact lost at ingestion needs, since it leaves nothing in a question's slice. ``unit`` is one
+memory unit's life, version by version.
 """
 
 from __future__ import annotations
@@ -35,6 +38,34 @@ def register(app: typer.Typer) -> None:
         from memtrace_opt.interop.trace_text import show
 
         for line in show(run_dir, question, conversation, full=full, with_blame=blame):
+            typer.echo(line)
+
+    @trace_app.command("follow")
+    def follow_cmd(
+        run_dir: Annotated[str, typer.Argument(help="Run directory.")],
+        variable: Annotated[str, typer.Argument(help="A turn id (D1:7), a variable name (mem:<id>) or id (mem:<id>@2).")],
+        conversation: Annotated[str, typer.Option("--conversation", "-c", help="The conversation whose graph to read.")],
+        min_shared: Annotated[Optional[int], typer.Option("--min-shared", min=1, help=(
+            "Content words one item of a value must share with the turn to carry it (default: half)."))] = None,
+        full: Annotated[bool, typer.Option("--full", help="Print values whole instead of a short preview.")] = False,
+    ) -> None:
+        """Follow a turn forward: the ops that read it, then the memory units and contexts that still carry it."""
+        from memtrace_opt.interop.trace_follow import follow
+
+        for line in follow(run_dir, conversation, variable, min_shared=min_shared, full=full):
+            typer.echo(line)
+
+    @trace_app.command("unit")
+    def unit_cmd(
+        run_dir: Annotated[str, typer.Argument(help="Run directory.")],
+        name: Annotated[str, typer.Argument(help="A memory unit's name (mem:<id>) or any variable name.")],
+        conversation: Annotated[str, typer.Option("--conversation", "-c", help="The conversation whose graph to read.")],
+        full: Annotated[bool, typer.Option("--full", help="Print values whole instead of a short preview.")] = False,
+    ) -> None:
+        """One memory unit's life: each version, the op that made it (created, updated, deleted), its readers."""
+        from memtrace_opt.interop.trace_follow import unit
+
+        for line in unit(run_dir, conversation, name, full=full):
             typer.echo(line)
 
     app.add_typer(trace_app, name="trace")

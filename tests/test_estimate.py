@@ -38,6 +38,8 @@ def test_a_one_prompt_system_never_pays_for_reingestion_and_rows_scale_with_the_
     # (12) leaves 40, 6 proposals of 2 x 3; answered: baseline 12, 2 x 6 training, 12 x 3 minibatch, 2 x 12
     assert gepa["reingestion_s"] == 0 and gepa["rollout_s"] == (12 + 2 * 6 + 12 * 3 + 2 * 12) * 3.0
     assert gepa["heldout_s"] == (2 + 2) * 24 * 3.0  # seed, best and the two audited candidates
+    # pruning (high only): the 128 - 84 = 44 rollouts left pay for 3 validation passes of 12 questions
+    assert gepa["pruning_s"] == 3 * 12 * 3.0 and gepa["high_s"] == gepa["low_s"] + gepa["pruning_s"]
     (cheap,) = run_estimate(QUICKSTART, costs, methods=("attributed",), row="session")["methods"]
     assert cheap["seed_ingestion_s"] == pytest.approx(gepa["seed_ingestion_s"] / 4)
 
@@ -56,6 +58,13 @@ def test_an_ingestion_prompt_target_adds_scoped_reingestion(tmp_path):
     # of a full ingest, two kept candidates re-ingesting validation (48 turns), best + 2 audited re-ingesting
     # held-out (96)
     assert gepa["reingestion_s"] == pytest.approx(12 * 24 * 2.0 * 0.4 + 2 * 48 * 2.0 + 3 * 96 * 2.0)
+    # each of the 3 pruning passes the budget pays for re-ingests validation (an ingestion prompt's delta)
+    assert gepa["pruning_s"] == pytest.approx(3 * (12 * 3.0 + 48 * 2.0))
+    assert result["budget"]["pruning_passes_high"] == 3
+    cfg["optimizer"]["prune"] = False
+    path.write_text(yaml.safe_dump(cfg))
+    (unpruned,) = run_estimate(path, bench_file(tmp_path), methods=("attributed",))["methods"]
+    assert unpruned["pruning_s"] == 0 and unpruned["high_s"] == pytest.approx(gepa["high_s"] - gepa["pruning_s"])
     assert result["total_high_s"] == pytest.approx(gepa["high_s"] + none["high_s"], abs=0.2)
 
 

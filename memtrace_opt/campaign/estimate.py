@@ -21,6 +21,10 @@ The model of the loop (:mod:`memtrace_opt.loop.driver`), per method:
   ``high`` figure (every candidate edits an ingestion prompt); ``low`` assumes none does;
 - **reflection**: one reflection call per proposal (``reflection_s`` each), a proposal per two
   minibatch evaluations;
+- **pruning** (``optimizer.prune``, on by default): after a round keeps a candidate, one validation pass
+  per learned delta of the winner, re-ingesting the validation conversations when the delta is in an
+  ingestion prompt. The ``high`` figure counts one delta per proposal of the round, as many passes as the
+  budget the rounds left can pay (pruning's answers are rollouts too); ``low`` assumes none is kept;
 - **held-out**: the seed and the best prompt set on every held-out question (re-ingesting the
   held-out conversations under the best set in the ``high`` figure), plus ``audit_candidates`` passes.
 
@@ -59,7 +63,7 @@ class MeasuredCosts:
 
 @dataclass(frozen=True)
 class MethodEstimate:
-    """One method's LM seconds, by part; ``low``/``high`` differ only in re-ingestion."""
+    """One method's LM seconds, by part; ``low``/``high`` differ in re-ingestion and pruning."""
 
     method: str
     seed_ingestion_s: float
@@ -67,6 +71,7 @@ class MethodEstimate:
     reingestion_s: float
     reflection_s: float
     heldout_s: float
+    pruning_s: float = 0.0
 
     @property
     def low_s(self) -> float:
@@ -74,7 +79,7 @@ class MethodEstimate:
 
     @property
     def high_s(self) -> float:
-        return self.low_s + self.reingestion_s
+        return self.low_s + self.reingestion_s + self.pruning_s
 
     def to_dict(self) -> dict[str, Any]:
         return {**{k: round(v, 1) if isinstance(v, float) else v for k, v in asdict(self).items()},
@@ -132,6 +137,10 @@ def estimate_run(cfg: Any, data: Any, costs: MeasuredCosts, methods: Sequence[st
     proposals = rounds * max(1, int(spare // (2 * max(1, opt.minibatch_size))))  # = new minibatch evaluations
     kept = rounds  # at most one validation pass of an accepted candidate per round
     answered = min(opt.max_metric_calls, val_q + rounds * train_q + proposals * opt.minibatch_size + kept * val_q)
+    # Pruning: one validation pass per learned delta (a delta per proposal at most), paid from what is left.
+    pruning_passes = 0
+    if opt.prune:
+        pruning_passes = min(kept * (proposals // rounds), int(max(0, opt.max_metric_calls - answered) // max(1, val_q)))
     rows = []
     for method in methods:
         heldout_q = questions["heldout"] * costs.seconds_per_question
@@ -145,10 +154,12 @@ def estimate_run(cfg: Any, data: Any, costs: MeasuredCosts, methods: Sequence[st
         if ingestion_targets:
             reingest = (proposals * per_train_conv * costs.scoped_ratio + kept * ingest["validation"]
                         + (1 + opt.audit_candidates) * ingest["heldout"])
+        pruning = pruning_passes * (val_q * costs.seconds_per_question
+                                    + (ingest["validation"] if ingestion_targets else 0.0))
         rows.append(MethodEstimate(
             method, ingest["optimize"] + ingest["heldout"] + (ingest["validation"] if data.validation else 0.0),
             answered * costs.seconds_per_question, reingest,
-            proposals * costs.reflection_s, passes * heldout_q))
+            proposals * costs.reflection_s, passes * heldout_q, pruning))
     total_low = sum(r.low_s for r in rows)
     total_high = sum(r.high_s for r in rows)
     return {
@@ -157,7 +168,7 @@ def estimate_run(cfg: Any, data: Any, costs: MeasuredCosts, methods: Sequence[st
                         "questions": questions[role]} for role in convs},
         "budget": {"max_metric_calls": opt.max_metric_calls, "minibatch_size": opt.minibatch_size,
                    "rounds": opt.rounds, "audit_candidates": opt.audit_candidates,
-                   "ingestion_targets": ingestion_targets},
+                   "ingestion_targets": ingestion_targets, "pruning_passes_high": pruning_passes},
         "methods": [r.to_dict() for r in rows],
         "total_low_s": round(total_low, 1), "total_high_s": round(total_high, 1),
         "total_low_h": round(total_low / 3600, 2), "total_high_h": round(total_high / 3600, 2),

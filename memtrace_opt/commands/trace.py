@@ -16,6 +16,11 @@ import typer
 
 __all__ = ["register"]
 
+#: The arguments every ``trace`` view shares, declared once.
+RunDir = Annotated[str, typer.Argument(help="Run directory (graphs/<conversation>.jsonl.gz or graphs.sqlite).")]
+Full = Annotated[bool, typer.Option("--full", help="Print values whole instead of a short preview.")]
+Conversation = Annotated[str, typer.Option("--conversation", "-c", help="The conversation whose graph to read.")]
+
 
 def register(app: typer.Typer) -> None:
     """Add the ``trace`` command group to the CLI."""
@@ -27,10 +32,10 @@ def register(app: typer.Typer) -> None:
 
     @trace_app.command("show")
     def show_cmd(
-        run_dir: Annotated[str, typer.Argument(help="Run directory (graphs/<conversation>.jsonl.gz or graphs.sqlite).")],
+        run_dir: RunDir,
         question: Annotated[Optional[str], typer.Option("--question", "-q", help="QA id to show the slice of.")] = None,
         conversation: Annotated[Optional[str], typer.Option("--conversation", "-c", help="Only this conversation.")] = None,
-        full: Annotated[bool, typer.Option("--full", help="Print values whole instead of a short preview.")] = False,
+        full: Full = False,
         blame: Annotated[bool, typer.Option("--blame/--no-blame", help="Show RUN_DIR/blame.json's verdict (--no-blame: "
                                                                        "label a failure blind to the attributor).")] = True,
     ) -> None:
@@ -42,12 +47,12 @@ def register(app: typer.Typer) -> None:
 
     @trace_app.command("follow")
     def follow_cmd(
-        run_dir: Annotated[str, typer.Argument(help="Run directory.")],
+        run_dir: RunDir,
         variable: Annotated[str, typer.Argument(help="A turn id (D1:7), a variable name (mem:<id>) or id (mem:<id>@2).")],
-        conversation: Annotated[str, typer.Option("--conversation", "-c", help="The conversation whose graph to read.")],
+        conversation: Conversation,
         min_shared: Annotated[Optional[int], typer.Option("--min-shared", min=1, help=(
             "Content words one item of a value must share with the turn to carry it (default: half)."))] = None,
-        full: Annotated[bool, typer.Option("--full", help="Print values whole instead of a short preview.")] = False,
+        full: Full = False,
     ) -> None:
         """Follow a turn forward: the ops that read it, then the memory units and contexts that still carry it."""
         from memtrace_opt.interop.trace_follow import follow
@@ -57,10 +62,10 @@ def register(app: typer.Typer) -> None:
 
     @trace_app.command("unit")
     def unit_cmd(
-        run_dir: Annotated[str, typer.Argument(help="Run directory.")],
+        run_dir: RunDir,
         name: Annotated[str, typer.Argument(help="A memory unit's name (mem:<id>) or any variable name.")],
-        conversation: Annotated[str, typer.Option("--conversation", "-c", help="The conversation whose graph to read.")],
-        full: Annotated[bool, typer.Option("--full", help="Print values whole instead of a short preview.")] = False,
+        conversation: Conversation,
+        full: Full = False,
     ) -> None:
         """One memory unit's life: each version, the op that made it (created, updated, deleted), its readers."""
         from memtrace_opt.interop.trace_follow import unit

@@ -22,6 +22,7 @@ from memtrace_opt.errors import GraphError
 from memtrace_opt.graph.model import MEMORY_UNIT, RETRIEVED, MemoryGraph, op_name
 from memtrace_opt.graph.queries import descendants, short_value, unit_lifetime
 from memtrace_opt.interop.run_graphs import RunGraphs
+from memtrace_opt.interop.trace_text import op_heading
 
 __all__ = ["follow", "render_follow", "render_unit", "resolve_variable", "unit"]
 
@@ -104,8 +105,7 @@ def _path(g: MemoryGraph, var_id: str, words: frozenset[str], min_shared: int, w
         if not kept:
             let_go.append(op_id)
             continue
-        prompt = f" · prompt {op.prompt.component}" if op.prompt else ""
-        lines.append(f"  ● {op.id}  [{op.category}{prompt}]" + ("" if op.status == "ok" else f"  ✗ {op.status}"))
+        lines.append(op_heading(op) + ("" if op.status == "ok" else f"  ✗ {op.status}"))
         for role, out, n in kept:
             carrying.add(out)
             out_var = g.variables[out]

@@ -24,7 +24,7 @@ from memtrace_opt.interop.run_graphs import RunGraphs
 from memtrace_opt.run.assemble import load_conversations
 from memtrace_opt.rundir.schemas import read_blame
 
-__all__ = ["question_ids", "render_questions", "render_slice", "show"]
+__all__ = ["op_heading", "question_ids", "render_questions", "render_slice", "show"]
 
 _WIDTH = 90
 
@@ -101,10 +101,15 @@ def _evidence_lines(g: MemoryGraph, qa_id: str, qa: Any = None) -> list[str]:
     return lines
 
 
-def _render_op(g: MemoryGraph, op: Operation, width: int = _WIDTH) -> list[str]:
+def op_heading(op: Operation) -> str:
+    """An op's line in every text view: id, category, prompt component, and whether a replay reused it."""
     prompt = f" · prompt {op.prompt.component}" if op.prompt else ""
     reused = " · reused" if op.reused else ""
-    lines = [f"  ● {op.id}  [{op.category}{prompt}{reused}]"]
+    return f"  ● {op.id}  [{op.category}{prompt}{reused}]"
+
+
+def _render_op(g: MemoryGraph, op: Operation, width: int = _WIDTH) -> list[str]:
+    lines = [op_heading(op)]
     if op.status != "ok":
         lines.append(f"    ✗ FAILED: {op.error or op.status}")
         if op.raw:

@@ -23,7 +23,7 @@ from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.cache import open_cache_db
 from memtrace_opt.lm.factory import CACHE_FILE
 
-__all__ = ["cache_path", "cache_totals", "export_cache", "import_cache"]
+__all__ = ["cache_path", "cache_totals", "chunk_entries", "export_cache", "import_cache"]
 
 _CHUNK = re.compile(r"^cache-(\d{4,})\.jsonl\.gz(\.sealed)?$")
 _COLUMNS = ("key", "model_id", "text", "prompt_tokens", "completion_tokens", "finish_reason", "latency_s", "created")
@@ -58,20 +58,34 @@ def _chunk_text(chunk: Path, key: bytes | None) -> io.TextIOWrapper:
     return io.TextIOWrapper(gzip.GzipFile(fileobj=io.BytesIO(raw)), encoding="utf-8")
 
 
-def _read_chunks(folder: Path) -> dict[str, dict[str, Any]]:
-    """Every committed entry by key (a later chunk never repeats a key, but if it did the first wins)."""
-    entries: dict[str, dict[str, Any]] = {}
-    key = _key(folder) if _chunks(folder) else None
-    for chunk in _chunks(folder):
+def chunk_entries(folder: str | Path) -> list[tuple[int, list[dict[str, Any]]]]:
+    """Each committed chunk's number and entries, in chunk order: chunks are append-only, so a chunk's
+    number dates its entries (what a campaign paid for after a given chunk is what the later chunks hold)."""
+    root = Path(folder)
+    chunks = _chunks(root)
+    key = _key(root) if chunks else None
+    out: list[tuple[int, list[dict[str, Any]]]] = []
+    for chunk in chunks:
+        rows: list[dict[str, Any]] = []
         try:
             with _chunk_text(chunk, key) as fh:
                 for n, line in enumerate(fh, 1):
                     row = json.loads(line)
                     if not isinstance(row, dict) or set(row) != set(_COLUMNS):
                         raise ValueError(f"line {n}: expected the columns {', '.join(_COLUMNS)}")
-                    entries.setdefault(row["key"], row)
+                    rows.append(row)
         except (OSError, EOFError, ValueError) as err:
             raise ConfigError(str(chunk), None, f"unreadable cache chunk ({err}); restore it from git") from None
+        out.append((int(_CHUNK.match(chunk.name).group(1)), rows))  # type: ignore[union-attr]
+    return out
+
+
+def _read_chunks(folder: Path) -> dict[str, dict[str, Any]]:
+    """Every committed entry by key (a later chunk never repeats a key, but if it did the first wins)."""
+    entries: dict[str, dict[str, Any]] = {}
+    for _number, rows in chunk_entries(folder):
+        for row in rows:
+            entries.setdefault(row["key"], row)
     return entries
 
 

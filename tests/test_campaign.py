@@ -338,6 +338,48 @@ def test_a_sealed_campaign_commits_no_readable_data_and_continues_on_a_fresh_clo
         gzip.decompress(blob)  # not a gzip stream: nothing readable without the key
 
 
+def test_a_finished_method_is_restored_from_its_sealed_archive_not_replayed(tmp_path, reference):
+    """A fresh clone restores a sealed campaign's finished run dir from state/: no replay, so neither the LM
+    cache nor the code of the day can change a finished method's result."""
+    from memtrace_opt.campaign.archive import archive_path, archive_run
+
+    expected, _calls = reference
+    folder_b = make_clone(tmp_path / "b" / "repo", sealed=True)
+    run(folder_b, [], stop_after=1)
+    camp = load_campaign(folder_b)
+    archive = archive_path(camp, METHODS[0])
+    assert archive.exists() and not archive_path(camp, METHODS[1]).exists()
+    blob = archive.read_bytes()
+    archive.unlink()
+    assert archive_run(camp, METHODS[0]) == archive and archive.read_bytes() == blob  # deterministic
+    assert archive_run(camp, METHODS[0]) is None  # written once
+    with pytest.raises(OSError):
+        gzip.decompress(blob)  # sealed: the run dir's graphs quote the data
+
+    clone = tmp_path / "c" / "elsewhere" / "repo"
+    copy_committed_sealed(tmp_path / "b" / "repo", clone)
+    folder_c = clone / CAMPAIGN
+    for chunk in (folder_c / "state").glob("cache-*"):
+        chunk.unlink()  # no cached answer left: a replay would have to call the LM
+    lines: list[str] = []
+    report = run(folder_c, [], stop_at=0, stop_after=1, progress=lines.append)  # any LM call raises
+    assert report.finished == 1 and any("restored from its archive" in line for line in lines)
+    restored = {p.relative_to(folder_c / "runs" / METHODS[0]).as_posix()
+                for p in (folder_c / "runs" / METHODS[0]).rglob("*")}
+    original = {p.relative_to(folder_b / "runs" / METHODS[0]).as_posix()
+                for p in (folder_b / "runs" / METHODS[0]).rglob("*") if p.name != ".lock"}
+    assert restored == original
+    first = json.loads((folder_c / "runs" / METHODS[0] / "final.json").read_text())
+    assert without_accounting(first) == expected[METHODS[0]]["final"]
+
+    archive_c = archive_path(load_campaign(folder_c), METHODS[0])
+    archive_c.write_bytes(archive_c.read_bytes()[:-40])  # damaged in transit
+    shutil.rmtree(folder_c / "runs" / METHODS[0])
+    with pytest.raises(ConfigError) as err:
+        run(folder_c, [], stop_at=0, stop_after=1)
+    assert err.value.path == str(archive_c)
+
+
 def test_a_sealed_campaign_needs_the_same_dataset_file(tmp_path):
     folder = make_clone(tmp_path / "b" / "repo", sealed=True)
     run(folder, [], stop_after=1)

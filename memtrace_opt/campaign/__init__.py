@@ -20,15 +20,17 @@ inside an unfinished round is redone on resume, and the cache makes that redone 
 the data (LM replies copy conversation text; run dirs hold whole graphs), so for data that must not be
 committed (LoCoMo is CC BY-NC) the chunks are sealed to the dataset file (:mod:`.seal`:
 ``cache-NNNN.jsonl.gz.sealed``, readable only with the same file), the run dirs stay out of git (the
-campaign writes its own ``.gitignore``), and ``state/progress.json`` (numbers only) carries the standing
-to a fresh clone. There the finished work is replayed from the unsealed cache: no LM call is repeated,
-and the results are those of the uninterrupted run.
+campaign writes its own ``.gitignore``), ``state/progress.json`` (numbers only) carries the standing to a
+fresh clone, and each finished run dir is sealed into ``state/`` (:mod:`.archive`). A fresh clone restores
+the finished methods from their archives (never recomputed, so code changed since cannot alter them) and
+redoes the unfinished one's current round from the unsealed cache: no LM call is repeated, and the
+results are those of the uninterrupted run.
 
 ``run_campaign`` is the same call to start and to continue; ``campaign_progress`` reads where a
 campaign stands without running anything.
 
 Modules: :mod:`.spec` (``campaign.yaml``), :mod:`.cache` (the LM answers as committed chunks),
-:mod:`.seal` (chunks sealed to a dataset file), :mod:`.relocate` (a run dir moved to another clone),
+:mod:`.seal` (chunks sealed to a dataset file), :mod:`.archive` (finished run dirs, sealed), :mod:`.relocate` (a run dir moved to another clone),
 :mod:`.running` (:func:`run_campaign`, each method an :func:`memtrace_opt.run.optimize`),
 :mod:`.progress` (:func:`campaign_progress`), :mod:`.estimate` (LM time before a run starts).
 """

@@ -3,6 +3,8 @@
 :func:`run_campaign` is the same call to start and to continue. Each method is one
 :func:`memtrace_opt.run.optimize` into ``runs/<method>``, with the LM cache in ``state/``; the cache is
 exported to a new chunk after each method, periodically while one runs, and whenever the campaign stops.
+A sealed campaign also archives each finished run dir into ``state/`` (:mod:`.archive`), and a fresh clone
+restores those instead of replaying them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from memtrace_opt.atomic import atomic_write_bytes
+from memtrace_opt.campaign.archive import archive_run, restore_runs
 from memtrace_opt.campaign.cache import cache_path, export_cache, import_cache
 from memtrace_opt.campaign.progress import CampaignProgress, DONE, campaign_progress, save_progress
 from memtrace_opt.campaign.relocate import adopt_moved_config
@@ -82,6 +85,9 @@ def run_campaign(folder: str | Path, *, injected: Injected | None = None,
     imported = import_cache(root)
     if imported:
         say(f"campaign {camp.name}: {imported:,} stored LM answers imported into {cache_path(root)}")
+    finished = {m for m in camp.methods if (s := load_state(root / RUNS_DIR / m)) is not None and s.status == DONE}
+    for method in restore_runs(camp, finished):
+        say(f"campaign {camp.name}: {method}: finished run restored from its archive (not replayed)")
     state_dir = (root / STATE_DIR).resolve()
     cfg = load_config(camp.config).model_copy(update={"cache_dir": state_dir})
     done = 0
@@ -94,6 +100,8 @@ def run_campaign(folder: str | Path, *, injected: Injected | None = None,
                 say(f"campaign {camp.name}: {method}: run dir moved from another clone, its config paths updated")
             state = load_state(run_dir)
             if state is not None and state.status == DONE:
+                if archive_run(camp, method) is not None:  # finished before archives existed
+                    say(f"campaign {camp.name}: {method}: finished run dir archived into {STATE_DIR}/")
                 done += 1
                 continue
             say(f"campaign {camp.name}: method {i}/{len(camp.methods)} {method} "
@@ -102,6 +110,7 @@ def run_campaign(folder: str | Path, *, injected: Injected | None = None,
                      progress=progress, lms=injected.lms if injected else None,
                      resources=injected.resources if injected else None)
             done += 1
+            archive_run(camp, method)
             chunk = exporter.export()
             if chunk is not None:
                 say(f"campaign {camp.name}: {method} finished; new LM answers saved to {chunk.name}")

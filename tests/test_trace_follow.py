@@ -60,3 +60,15 @@ def test_an_unknown_variable_is_a_one_line_error_naming_it(recorded, tmp_path, c
     assert "follow message:D1:1@1" in capsys.readouterr().out
     assert main(["trace", "unit", str(tmp_path), "mem:1", "-c", "c1"]) == 0
     assert capsys.readouterr().out.startswith("unit mem:1\n")
+
+
+def test_a_turn_is_identified_by_its_own_words_not_by_names_or_caption_words():
+    from types import SimpleNamespace
+
+    from memtrace_opt.interop.trace_follow import turn_words
+
+    graph = SimpleNamespace(meta={"speakers": ["James", "John"]})
+    turn = {"speaker": "John", "text": "James, look at Max! [shares a photo of a beagle in the snow]"}
+    words = turn_words(graph, turn)  # type: ignore[arg-type]
+    assert {"max", "beagl", "snow"} <= words
+    assert not words & {"jame", "john", "share", "photo"}  # "John shared a photo of ..." says nothing of this turn

@@ -48,6 +48,20 @@ def _shared(words: frozenset[str], value: object) -> int:
     return max((len(words & content_tokens(item)) for item in value_items(value)), default=0)
 
 
+#: Words of a shared-image caption ("[shares a photo of ...]") and of every "X shared a picture" fact: they
+#: match any other photo, so they say nothing about which turn a value carries.
+_CAPTION_WORDS = content_tokens("shares shared a photo photography picture image")
+
+
+def turn_words(g: MemoryGraph, value: object) -> frozenset[str]:
+    """The content words that identify a turn: its text's, without the speakers' names (every fact names
+    one of them) and without caption words."""
+    speakers = tuple(str(s) for s in g.meta.get("speakers") or ())
+    own = value.get("speaker") if isinstance(value, dict) else None
+    drop = speakers + ((own,) if isinstance(own, str) else ())
+    return frozenset(content_tokens(value_text(value), drop=drop) - _CAPTION_WORDS)
+
+
 def _threshold(words: frozenset[str], min_shared: int | None) -> int:
     """``min_shared``, or by default half the turn's content words (at least 2)."""
     return min_shared if min_shared is not None else max(2, math.ceil(len(words) / 2))
@@ -57,7 +71,7 @@ def render_follow(g: MemoryGraph, var_id: str, *, min_shared: int | None = None,
     """The forward view of ``var_id`` as lines: the ingestion ops that carried it, then the memory units and
     retrieved contexts downstream that carry it (``min_shared`` content words in one item; default: half)."""
     start = g.variables[var_id]
-    words = content_tokens(value_text(start.value))
+    words = turn_words(g, start.value)
     min_shared = _threshold(words, min_shared)
     lines = [f"follow {var_id}  [{start.category}]  {short_value(start.value, width)}",
              f"  {len(words)} content words; a value carries it when one of its items shares ≥ {min_shared}"]

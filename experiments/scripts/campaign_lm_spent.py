@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import sys
 from pathlib import Path
 
-from memtrace_opt.campaign.cache import cache_path, chunk_entries
+from memtrace_opt.campaign.cache import chunk_entries, working_entries
 
 
 def _overrides(pairs: list[str]) -> dict[float, float]:
@@ -31,17 +30,6 @@ def _overrides(pairs: list[str]) -> dict[float, float]:
         except ValueError:
             raise SystemExit(f"--count-as {pair!r}: expected CREATED=SECONDS (Unix seconds = LM seconds)") from None
     return out
-
-
-def _working_rows(folder: Path) -> list[tuple[str, float, float]]:
-    path = cache_path(folder)
-    if not path.exists():
-        return []
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return [(k, float(s), float(c)) for k, s, c in db.execute("SELECT key, latency_s, created FROM lm_cache")]
-    finally:
-        db.close()
 
 
 def lm_spent(folder: Path, after_chunk: int, count_as: dict[float, float]) -> dict:
@@ -57,7 +45,7 @@ def lm_spent(folder: Path, after_chunk: int, count_as: dict[float, float]) -> di
                 before.add(row["key"])
             elif row["key"] not in before:
                 after.setdefault(row["key"], (float(row["latency_s"]), float(row["created"])))
-    for key, latency, created in _working_rows(folder):
+    for key, latency, created in working_entries(folder):
         if key not in before:
             after.setdefault(key, (latency, created))
     latency = {key: lat for key, (lat, _c) in after.items()}

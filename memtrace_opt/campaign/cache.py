@@ -23,7 +23,8 @@ from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.cache import open_cache_db
 from memtrace_opt.lm.factory import CACHE_FILE
 
-__all__ = ["cache_path", "cache_totals", "chunk_entries", "export_cache", "import_cache"]
+__all__ = ["cache_path", "cache_totals", "chunk_entries", "export_cache", "import_cache",
+           "working_entries"]
 
 _CHUNK = re.compile(r"^cache-(\d{4,})\.jsonl\.gz(\.sealed)?$")
 _COLUMNS = ("key", "model_id", "text", "prompt_tokens", "completion_tokens", "finish_reason", "latency_s", "created")
@@ -141,18 +142,23 @@ def export_cache(folder: str | Path) -> Path | None:
     return atomic_write_bytes(root / STATE_DIR / f"{name}{SEALED_SUFFIX}", seal(buf.getvalue(), key))
 
 
+def working_entries(folder: str | Path) -> list[tuple[str, float, float]]:
+    """``(key, latency_s, created)`` of every entry of the working cache (none when it does not exist yet)."""
+    path = cache_path(folder)
+    if not path.exists():
+        return []
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return [(k, float(s), float(c)) for k, s, c in db.execute("SELECT key, latency_s, created FROM lm_cache")]
+    except sqlite3.DatabaseError as err:
+        raise ConfigError(str(path), None,
+                          f"not a usable LM cache ({err}); delete it, the committed chunks rebuild it") from None
+    finally:
+        db.close()
+
+
 def cache_totals(folder: Path) -> tuple[int, float]:
     """``(entries, LM seconds they took)`` over the chunks and the working cache together."""
     latency = {k: float(e["latency_s"]) for k, e in _read_chunks(folder).items()}
-    if cache_path(folder).exists():
-        db = sqlite3.connect(f"file:{cache_path(folder)}?mode=ro", uri=True)
-        try:
-            latency.update({k: float(s) for k, s in db.execute("SELECT key, latency_s FROM lm_cache")})
-        except sqlite3.DatabaseError as err:
-            raise ConfigError(str(cache_path(folder)), None,
-                              f"not a usable LM cache ({err}); delete it, the committed chunks rebuild it") from None
-        finally:
-            db.close()
+    latency.update({k: s for k, s, _created in working_entries(folder)})
     return len(latency), sum(latency.values())
-
-

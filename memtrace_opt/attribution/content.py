@@ -22,7 +22,7 @@ from memtrace_opt.attribution.text import content_tokens, value_items, value_tex
 from memtrace_opt.lm.base import LMClient
 
 __all__ = ["CascadeJudge", "ContentJudge", "Fact", "Holding", "LLMContentJudge", "TokenJudge", "make_fact",
-           "meaning_changed", "message_source", "said_by_other", "without_other_speakers"]
+           "meaning_changed", "message_source", "related", "said_by_other", "without_other_speakers"]
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def make_fact(var_id: str, value: Any, question: str, gold: str, *, speakers: tu
     text = value_text(value)
     msg = content_tokens(text, drop=drop)
     q, g = content_tokens(question, drop=drop), content_tokens(gold, drop=drop)
-    weights = {t: (2.0 if t in q or t in g else 1.0) for t in msg}
+    weights = {t: (2.0 if related(t, q | g) else 1.0) for t in msg}
     own = speaker if isinstance(speaker, str) and speaker else None
     others = tuple(s for s in speakers if s and s != own) if own else ()
     years = set(_YEAR.findall(text))
@@ -68,6 +68,25 @@ def make_fact(var_id: str, value: Any, question: str, gold: str, *, speakers: tu
         years |= set(_YEAR.findall(date))
     return Fact(var_id, text, question, gold, frozenset(g & msg), weights, content_tokens(" ".join(drop)), own, others,
                 frozenset(years), bool(_NEGATION.search(text)))
+
+
+def related(token: str, words: frozenset[str]) -> bool:
+    """Whether ``token`` is one of ``words`` or shares its stem with one beyond the stemmer's reach.
+
+    Porter stems a word's forms apart when their endings differ ("allergic" -> ``allerg``, "allergies"
+    -> ``allergi``), so a question about "her allergies" would not mark the evidence's "allergic" as
+    the word it asks about. One stem that begins the other, five letters or more, counts as the same
+    word here; it only decides which of the evidence's words the question is about, never whether a
+    value holds a word.
+    """
+    if token in words:
+        return True
+    return any(_prefix_stem(token, w) for w in words)
+
+
+def _prefix_stem(a: str, b: str) -> bool:
+    short, long = (a, b) if len(a) <= len(b) else (b, a)
+    return len(short) >= 5 and long.startswith(short)
 
 
 _YEAR = re.compile(r"\b(1[89]\d\d|20\d\d)\b")
@@ -166,10 +185,14 @@ class TokenJudge:
         "What is the name of Priya's cat?"."""
         others = {t: w for t, w in fact.key_tokens.items() if t not in fact.gold_tokens}
         support = {t for t, w in others.items() if w > 1.0} or set(others)  # question words when there are any
+        # A paraphrase may keep the question's words ("the road trip") and drop the turn's own ("thanks
+        # for asking"): the question's words tie an item to it too, but only one that carries two gold
+        # words or more; a single common answer word ("month") plus the question's topic is any turn.
+        asked = (content_tokens(fact.question) - fact.drop) - fact.gold_tokens
         best, supported_items = 0.0, []
         for text in items:
             toks = content_tokens(text)
-            ok = not support or bool(toks & support)
+            ok = not support or bool(toks & support) or (bool(toks & asked) and len(toks & fact.gold_tokens) >= 2)
             if ok:
                 supported_items.append(text)
             best = max(best, _share(fact.gold_tokens, toks) * (1.0 if ok else 0.3))

@@ -79,14 +79,8 @@ def related(token: str, words: frozenset[str]) -> bool:
     word here; it only decides which of the evidence's words the question is about, never whether a
     value holds a word.
     """
-    if token in words:
-        return True
-    return any(_prefix_stem(token, w) for w in words)
-
-
-def _prefix_stem(a: str, b: str) -> bool:
-    short, long = (a, b) if len(a) <= len(b) else (b, a)
-    return len(short) >= 5 and long.startswith(short)
+    return token in words or any(len(short) >= 5 and long.startswith(short)
+                                 for short, long in (sorted((token, w), key=len) for w in words))
 
 
 _YEAR = re.compile(r"\b(1[89]\d\d|20\d\d)\b")
